@@ -1,0 +1,5 @@
+import sys
+
+from dlci.cli import main
+
+sys.exit(main())

@@ -1,0 +1,263 @@
+"""One test campaign: instances × targets within a budget, to confirmed findings with reproducers.
+
+Data flow: plan (diversity order) -> engine (sandboxed workers, results streamed to results.jsonl) -> every failure
+re-run once before it counts (confirm) -> dedup by signature -> reproducer rendered and run alone -> report.
+Whatever happens (budget, SIGTERM, dead workers), what was gathered is written out.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections import Counter, defaultdict, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from dlci import findings as F
+from dlci.instance import Instance
+from dlci.outcome import CRASH, INCONSISTENT, STATUSES, Outcome
+
+CONFIRM_TRIES = 2  # instances tried per signature before a failure is called flaky
+
+
+@dataclass
+class Options:
+    out_dir: Path
+    budget: float = 600.0
+    workers: int = 2
+    timeout: float = 120.0
+    memory_mb: int = 3000
+    check_repros: bool = True
+    touched: Sequence[str] = ()
+    progress: Callable[[str], None] | None = None
+
+
+@dataclass
+class Campaign:
+    """The state of a run; written to disk as it grows so nothing is lost."""
+    options: Options
+    instances: dict[str, Instance]
+    targets: dict[str, object]
+    started: float = field(default_factory=time.time)
+    counts: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
+    stage_seconds: Counter = field(default_factory=Counter)
+    test_seconds: float = 0.0
+    failures: dict[str, list[Outcome]] = field(default_factory=lambda: defaultdict(list))  # signature -> outcomes
+    confirm_state: dict[str, str] = field(default_factory=dict)  # signature -> pending|confirmed|flaky
+    confirm_tries: Counter = field(default_factory=Counter)
+    flaky: list[dict] = field(default_factory=list)
+    interrupted: bool = False
+    engine_info: dict = field(default_factory=dict)
+
+    # -- results --------------------------------------------------------------------------------------
+    def record(self, outcome: Outcome, confirming: str | None) -> str | None:
+        """Account one outcome; returns a signature that needs a confirmation run, if any."""
+        if confirming is not None:
+            return self._confirmed(confirming, outcome)
+        self.counts[outcome.target][outcome.status] += 1
+        self.test_seconds += outcome.seconds
+        for stage, secs in (outcome.timings or {}).items():
+            self.stage_seconds[stage] += secs
+        if not F.is_failure(outcome):
+            return None
+        target = self.targets.get(outcome.target)
+        sig = F.signature(outcome, getattr(target, "modules", ()) or ())
+        self.failures[sig].append(outcome)
+        if sig not in self.confirm_state:
+            self.confirm_state[sig] = "pending"
+            self.confirm_tries[sig] += 1
+            return sig
+        return None
+
+    def _confirmed(self, sig: str, rerun: Outcome) -> str | None:
+        target = self.targets.get(rerun.target)
+        if F.is_failure(rerun) and F.signature(rerun, getattr(target, "modules", ()) or ()) == sig:
+            self.confirm_state[sig] = "confirmed"
+            return None
+        # did not fail the same way: try another instance with this signature, else call it flaky
+        self.flaky.append({"signature": sig, "instance_id": rerun.instance_id, "rerun_status": rerun.status,
+                           "rerun_symptom": rerun.symptom})
+        tried = {o.instance_id for o in self.failures[sig][:self.confirm_tries[sig]]}
+        others = [o for o in self.failures[sig] if o.instance_id not in tried]
+        if others and self.confirm_tries[sig] < CONFIRM_TRIES:
+            self.confirm_tries[sig] += 1
+            return sig
+        self.confirm_state[sig] = "flaky"
+        return None
+
+    def next_confirm_outcome(self, sig: str) -> Outcome:
+        return self.failures[sig][self.confirm_tries[sig] - 1]
+
+    # -- summary --------------------------------------------------------------------------------------
+    def stats(self) -> dict:
+        per_target = {t: {s: c.get(s, 0) for s in STATUSES} for t, c in sorted(self.counts.items())}
+        run = sum(sum(c.values()) for c in self.counts.values())
+        valid = sum(c.get("pass", 0) + c.get(CRASH, 0) + c.get(INCONSISTENT, 0) for c in self.counts.values())
+        inside = sum(self.stage_seconds.get(s, 0.0) for s in ("convert", "compile", "run"))
+        return {
+            "tests_run": run,
+            "tests_valid": valid,
+            "seconds": round(time.time() - self.started, 2),
+            "per_target": per_target,
+            "operators": len({i.op for i in self.instances.values()}),
+            "instances": len(self.instances),
+            "stage_seconds": {k: round(v, 3) for k, v in sorted(self.stage_seconds.items())},
+            "share_in_targets": round(inside / self.test_seconds, 3) if self.test_seconds else None,
+            "signatures": dict(Counter(self.confirm_state.values())),
+            "flaky": self.flaky,
+            "interrupted": self.interrupted,
+            "engine": self.engine_info,
+        }
+
+
+def make_jobs(plan: Iterable[Instance], targets: dict, confirm_queue: deque, campaign: Campaign):
+    """Planned jobs, with confirmation re-runs jumping the queue as soon as a failure is seen."""
+    from dlci.exec import Job
+    seq = 0
+
+    def confirm_jobs():
+        nonlocal seq
+        while confirm_queue:
+            sig = confirm_queue.popleft()
+            o = campaign.next_confirm_outcome(sig)
+            seq += 1
+            yield Job(id=f"confirm{seq}:{o.instance_id}@{o.target}", func="dlci.testcase:execute",
+                      args=(campaign.instances[o.instance_id], o.target), instance_id=o.instance_id, op=o.op,
+                      target=o.target, affinity=f"confirm:{o.instance_id}"), sig
+
+    for inst in plan:
+        for name, target in targets.items():
+            if inst.framework not in target.frameworks:
+                continue
+            yield from confirm_jobs()
+            seq += 1
+            yield Job(id=f"t{seq}:{inst.id}@{name}", func="dlci.testcase:execute", args=(inst, name),
+                      instance_id=inst.id, op=inst.op, target=name, affinity=inst.id), None
+    yield from confirm_jobs()
+
+
+def run(instances: Sequence[Instance], targets: dict, options: Options) -> dict:
+    """Run a campaign and write findings.json, report.md, results.jsonl and repro/ into options.out_dir."""
+    from dlci.exec import Engine
+    from dlci.plan import prioritize
+
+    out = options.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "repro").mkdir(exist_ok=True)
+    say = options.progress or (lambda msg: None)
+    campaign = Campaign(options, {i.id: i for i in instances}, dict(targets))
+    plan = prioritize(list(instances), touched=options.touched)
+    confirm_queue: deque = deque()
+    pending_confirm: dict[str, str] = {}  # job id -> signature
+    results_path = out / "results.jsonl"
+    deadline = time.monotonic() + options.budget
+    warm = sorted({m for t in targets.values() for m in getattr(t, "warm_imports", ())})
+
+    def jobs():
+        for job, sig in make_jobs(plan, campaign.targets, confirm_queue, campaign):
+            if sig is not None:
+                pending_confirm[job.id] = sig
+            yield job
+
+    last_progress = [0.0]
+
+    with open(results_path, "a", encoding="utf-8") as results, \
+            Engine(workers=options.workers, timeout=options.timeout, memory_mb=options.memory_mb,
+                   warm_imports=warm, log_dir=str(out / "logs")) as engine:
+        def on_result(job, result: dict):
+            outcome = Outcome.from_dict(result)
+            sig = pending_confirm.pop(job.id, None)
+            results.write(json.dumps({"job": job.id, "confirming": sig, **outcome.to_dict()}, default=str) + "\n")
+            results.flush()
+            need = campaign.record(outcome, sig)
+            if need is not None:
+                confirm_queue.append(need)
+            now = time.monotonic()
+            if now - last_progress[0] > 5:
+                last_progress[0] = now
+                st = campaign.stats()
+                say(f"[{st['seconds']:.0f}s] {st['tests_run']} tests, {st['tests_valid']} valid, "
+                    f"{len(campaign.failures)} failure signatures, "
+                    f"{sum(1 for v in campaign.confirm_state.values() if v == 'confirmed')} confirmed")
+
+        info = engine.run(jobs(), on_result, deadline=deadline)
+        campaign.interrupted = bool(getattr(info, "interrupted", False)) and time.monotonic() < deadline
+        # confirmations still owed after the budget: a short grace so found bugs are not dropped unconfirmed
+        if confirm_queue and not campaign.interrupted:
+            say(f"confirming {len(confirm_queue)} failure signature(s) after the budget")
+            engine.run(jobs(), on_result, deadline=time.monotonic() + max(60.0, 0.1 * options.budget))
+        campaign.engine_info = _info_dict(info)
+
+    return finish(campaign)
+
+
+def _info_dict(info) -> dict:
+    if info is None:
+        return {}
+    d = getattr(info, "__dict__", {}) or {}
+    return {k: v for k, v in d.items() if isinstance(v, (int, float, bool, str, list, dict))}
+
+
+def finish(campaign: Campaign) -> dict:
+    """Build findings from confirmed signatures, render and check reproducers, write the reports."""
+    from dlci.findings.repro import check_repro, render_repro
+    from dlci.report import write_reports
+
+    options = campaign.options
+    out = options.out_dir
+    findings: list[F.Finding] = []
+    for sig, state in campaign.confirm_state.items():
+        if state != "confirmed":
+            continue
+        outcomes = campaign.failures[sig]
+        # the smallest instance that hit this signature makes the most readable reproducer
+        rep = min(outcomes, key=lambda o: _size(campaign.instances[o.instance_id]))
+        inst = campaign.instances[rep.instance_id]
+        target = campaign.targets[rep.target]
+        n = len(findings) + 1
+        finding = F.Finding(
+            id=f"F{n:03d}", oracle=F.oracle_of(rep), operator=rep.op, target=rep.target,
+            target_version=target.version(), symptom=rep.symptom, stage=rep.stage, signature=sig,
+            message=rep.message[:2000], instance_id=rep.instance_id, origin=inst.origin.__dict__,
+            distance=rep.distance, traceback=rep.traceback[-4000:], log=rep.log[-2000:],
+            instances=sorted({o.instance_id for o in outcomes}), operators=sorted({o.op for o in outcomes}),
+            confirmed=True)
+        findings.append(finding)
+
+    unreproduced = []
+    if options.check_repros and not campaign.interrupted:
+        for finding in findings:
+            inst = campaign.instances[finding.instance_id]
+            path = render_repro(finding, inst, out / "repro")
+            finding.repro = str(path.relative_to(out))
+            finding.repro_checked = check_repro(path)
+            if options.progress:
+                options.progress(f"reproducer {finding.repro}: "
+                                 f"{'reproduces' if finding.repro_checked else 'does NOT reproduce alone'}")
+        # a finding whose reproducer does not reproduce alone is not reported (it goes to stats for triage)
+        unreproduced = [f.to_dict() for f in findings if f.repro_checked is False]
+        findings = [f for f in findings if f.repro_checked is not False]
+    else:
+        for finding in findings:
+            path = render_repro(finding, campaign.instances[finding.instance_id], out / "repro")
+            finding.repro = str(path.relative_to(out))
+    for n, finding in enumerate(findings, start=1):
+        finding.id = f"F{n:03d}"
+
+    stats = campaign.stats()
+    stats["unreproduced"] = [{k: f[k] for k in ("operator", "target", "symptom", "signature")} for f in unreproduced]
+    doc = {"version": 1, "findings": [f.to_dict() for f in findings], "stats": stats}
+    write_reports(out, doc, campaign)
+    return doc
+
+
+def _size(inst: Instance) -> int:
+    total = 0
+    for spec in inst.inputs:
+        n = 1
+        for d in spec.shape:
+            n *= d
+        total += n
+    return total

@@ -1,0 +1,92 @@
+"""From failed outcomes to deduplicated, confirmed findings.
+
+A failure only becomes a finding once a re-run failed with the same signature; one that does not reproduce is
+recorded as flaky and never reported as a bug. The signature (target, converter function from the traceback or the
+operator, symptom, stage, normalized message) groups the many instances that hit one bug into one finding.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+
+from dlci.outcome import CRASH, INCONSISTENT, Outcome
+
+_NORMALIZERS = [
+    (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
+    (re.compile(r"(/[\w.\-+]+)+/([\w.\-]+\.\w+)"), r"\2"),  # absolute paths -> file name
+    (re.compile(r"\b\d+(\.\d+)?(e[-+]?\d+)?\b"), "N"),  # numbers, shapes, line numbers
+    (re.compile(r"'[^']{40,}'"), "'…'"),
+    (re.compile(r"\s+"), " "),
+]
+
+
+def normalize_message(message: str) -> str:
+    """The part of an error message that stays the same across instances of one bug."""
+    first = next((ln.strip() for ln in message.splitlines() if ln.strip()), "")
+    for pattern, repl in _NORMALIZERS:
+        first = pattern.sub(repl, first)
+    return first[:160]
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+_PLUMBING = ("/ffi/", "_ffi", "/error", "/utils/", "/_internal/exporter/_core")  # frames that only relay errors
+
+
+def converter_frame(traceback_text: str, modules: tuple[str, ...]) -> str:
+    """The innermost traceback frame inside the target's own packages, as 'pkg/path.py:function'."""
+    best = ""
+    for path, _line, func in _FRAME.findall(traceback_text or ""):
+        norm = path.replace("\\", "/")
+        for mod in modules:
+            marker = "/" + mod.replace(".", "/") + "/"
+            if marker in norm and not any(p in norm for p in _PLUMBING):
+                best = mod.replace(".", "/") + "/" + norm.split(marker, 1)[1] + ":" + func
+    return best
+
+
+def signature(outcome: Outcome, modules: tuple[str, ...] = ()) -> str:
+    """Dedup key. Inconsistencies group per operator; crashes per converter frame (else operator)."""
+    if outcome.status == INCONSISTENT:
+        where = outcome.op
+        detail = outcome.symptom
+    else:
+        where = converter_frame(outcome.traceback, modules) or outcome.op
+        detail = f"{outcome.symptom}: {normalize_message(outcome.message)}"
+    return f"{outcome.target}|{outcome.stage}|{where}|{detail}"
+
+
+@dataclass
+class Finding:
+    id: str
+    oracle: str  # crash | inconsistency
+    operator: str
+    target: str
+    target_version: str
+    symptom: str
+    stage: str | None
+    signature: str
+    message: str
+    instance_id: str  # the representative (smallest) instance
+    origin: dict
+    distance: dict | None = None
+    traceback: str = ""
+    log: str = ""
+    instances: list[str] = field(default_factory=list)  # every instance that hit this signature
+    operators: list[str] = field(default_factory=list)
+    new_in_pr: bool | None = None  # set in PR mode (dlci scan); null for explicit runs
+    confirmed: bool = False
+    repro: str = ""  # path relative to the output dir
+    repro_checked: bool | None = None  # the reproducer exited 1 when run alone
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def oracle_of(outcome: Outcome) -> str:
+    return "inconsistency" if outcome.status == INCONSISTENT else "crash"
+
+
+def is_failure(outcome: Outcome) -> bool:
+    return outcome.status in (CRASH, INCONSISTENT)

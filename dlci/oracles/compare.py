@@ -1,0 +1,166 @@
+"""The inconsistency oracle: does a target's output agree with the source framework's?
+
+Rules that keep it quiet (each one removes a class of false report that maintainers reject):
+- per-dtype tolerances (PyTorch's defaults) against the float32 reference first;
+- where that fails, an fp64 recomputation decides: the target is only wrong when it is much further from the
+  fp64 result than the float32 reference itself is (the accuracy check torch._dynamo uses for its own bugs);
+- NaN/Inf masks are compared, not ignored: a position counts only when the target's class (nan/±inf/finite)
+  differs from the float32 reference *and* from the fp64 reference rounded to the output dtype;
+- index outputs (argmax, sort indices, ...) are compared by shape only: ties make their values arbitrary;
+- integer width differences (int32 for int64) are a documented convention of several runtimes, not a bug.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+# (rtol, atol) per dtype against the float32 reference: torch.testing's defaults
+TOLERANCES = {
+    "float16": (1e-3, 1e-5),
+    "bfloat16": (1.6e-2, 1e-5),
+    "float32": (1.3e-6, 1e-5),
+    "float64": (1e-7, 1e-7),
+    "complex64": (1.3e-6, 1e-5),
+    "complex128": (1e-7, 1e-7),
+}
+# (rtol, atol) when there is no fp64 reference to arbitrate (e.g. ONNX expected outputs): the ONNX backend
+# test runner's looser relative tolerance
+LOOSE_TOLERANCES = {
+    "float16": (1e-2, 1e-3),
+    "bfloat16": (5e-2, 1e-2),
+    "float32": (1e-3, 1e-5),
+    "float64": (1e-6, 1e-7),
+    "complex64": (1e-3, 1e-5),
+    "complex128": (1e-6, 1e-7),
+}
+FP64_MULTIPLIER = 3.0  # how much further from fp64 than the float32 reference a target may be
+FP64_REL_FLOOR = 1e-4  # relative RMS error always tolerated after fp64 arbitration (float32 accumulation order)
+
+
+def _kind(a: np.ndarray) -> str:
+    k = a.dtype.kind
+    if k == "V" or a.dtype.name in ("bfloat16",) or a.dtype.name.startswith("float8"):
+        return "f"  # ml_dtypes types
+    return {"b": "b", "i": "i", "u": "i", "f": "f", "c": "c"}.get(k, k)
+
+
+def _classes(a: np.ndarray) -> np.ndarray:
+    """0 finite, 1 nan, 2 +inf, 3 -inf (elementwise)."""
+    a = a.astype(np.float64)
+    out = np.zeros(a.shape, dtype=np.int8)
+    out[np.isnan(a)] = 1
+    out[np.isposinf(a)] = 2
+    out[np.isneginf(a)] = 3
+    return out
+
+
+def _rms(a: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.square(a)))) if a.size else 0.0
+
+
+def _as_real(a: np.ndarray) -> np.ndarray:
+    if a.dtype.kind == "c":
+        return np.stack([a.real, a.imag], axis=-1).astype(np.float64)
+    return a.astype(np.float64)
+
+
+def compare_one(got: np.ndarray, ref: np.ndarray, ref64: np.ndarray | None, *,
+                values: bool = True, rtol: float | None = None, atol: float | None = None) -> dict | None:
+    """Compare one output. Returns None when consistent, else {symptom, message, distance}."""
+    got = np.asarray(got)
+    ref = np.asarray(ref)
+    if got.shape != ref.shape:
+        return {"symptom": "shape mismatch", "message": f"shape {list(got.shape)} != expected {list(ref.shape)}",
+                "distance": {"got_shape": list(got.shape), "expected_shape": list(ref.shape)}}
+    gk, rk = _kind(got), _kind(ref)
+    if gk != rk or (gk in "fc" and got.dtype.itemsize != ref.dtype.itemsize):
+        # int32 vs int64 is a runtime convention; a float output of another width or a kind change is not
+        return {"symptom": "dtype mismatch", "message": f"dtype {got.dtype} != expected {ref.dtype}",
+                "distance": {"got_dtype": str(got.dtype), "expected_dtype": str(ref.dtype)}}
+    if not values or got.size == 0:
+        return None
+    if rk in "bi":
+        if np.array_equal(got.astype(np.int64), ref.astype(np.int64)):
+            return None
+        if ref64 is not None and np.array_equal(got.astype(np.int64), np.asarray(ref64).astype(np.int64)):
+            return None
+        diff = got.astype(np.int64) != ref.astype(np.int64)
+        return {"symptom": "value mismatch",
+                "message": f"{int(diff.sum())} of {got.size} elements differ (exact comparison)",
+                "distance": {"mismatched": int(diff.sum()), "total": int(got.size),
+                             "max_abs": float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64))))}}
+    return _compare_float(got, ref, None if ref64 is None else np.asarray(ref64), rtol, atol)
+
+
+def _compare_float(got, ref, ref64, rtol, atol) -> dict | None:
+    dname = ref.dtype.name
+    table = TOLERANCES if ref64 is not None else LOOSE_TOLERANCES
+    d_rtol, d_atol = table.get(dname, table["float32"])
+    rtol = d_rtol if rtol is None else rtol
+    atol = d_atol if atol is None else atol
+    g, r = _as_real(got), _as_real(ref)
+    r64 = _as_real(ref64) if ref64 is not None else None
+    if r64 is not None and r64.shape != r.shape:
+        r64 = None  # fp64 recomputation took another path (e.g. a different output layout): do not arbitrate
+
+    # 1. NaN / Inf classes
+    gc, rc = _classes(g), _classes(r)
+    bad_class = gc != rc
+    if r64 is not None and bad_class.any():
+        # rounding the fp64 result to the output dtype reproduces legitimate fp32 overflow to inf
+        with np.errstate(over="ignore", invalid="ignore"):
+            r64c = _classes(r64.astype(ref.dtype if ref.dtype.kind == "f" else np.float32).astype(np.float64))
+        bad_class &= gc != r64c
+    n_class = int(bad_class.sum())
+    if n_class:
+        idx = tuple(int(i) for i in np.argwhere(bad_class)[0])
+        names = {0: "finite", 1: "nan", 2: "+inf", 3: "-inf"}
+        return {"symptom": "nan mismatch",
+                "message": (f"{n_class} of {g.size} elements have another NaN/Inf class, e.g. at {list(idx)}: "
+                            f"{names[int(gc[idx])]} ({g[idx]!r}) vs expected {names[int(rc[idx])]} ({r[idx]!r})"),
+                "distance": {"mismatched": n_class, "total": int(g.size), "first_index": list(idx)}}
+
+    # 2. values where both are finite
+    finite = (gc == 0) & (rc == 0)
+    if not finite.any():
+        return None
+    gf, rf = g[finite], r[finite]
+    err = np.abs(gf - rf)
+    close = err <= atol + rtol * np.abs(rf)
+    if close.all():
+        return None
+    distance = {"max_abs": float(err.max()),
+                "max_rel": float(np.max(err / np.maximum(np.abs(rf), np.finfo(np.float64).tiny))),
+                "mismatched": int((~close).sum()), "total": int(g.size), "rtol": rtol, "atol": atol}
+    if r64 is not None:
+        r64f = r64[finite]
+        finite64 = np.isfinite(r64f)
+        got_err = _rms((gf - r64f)[finite64])
+        ref_err = _rms((rf - r64f)[finite64])
+        scale = _rms(r64f[finite64])
+        allowed = FP64_MULTIPLIER * ref_err + FP64_REL_FLOOR * scale + atol
+        distance.update({"fp64_rmse_target": got_err, "fp64_rmse_reference": ref_err, "fp64_allowed": allowed})
+        if got_err <= allowed:
+            return None  # the target is as close to the exact result as the float32 reference is
+    worst = int(np.argmax(err))
+    return {"symptom": "value mismatch",
+            "message": (f"{distance['mismatched']} of {g.size} elements differ; max abs diff {distance['max_abs']:.6g} "
+                        f"(got {gf[worst]:.8g}, expected {rf[worst]:.8g})"),
+            "distance": distance}
+
+
+def compare_outputs(got: list[np.ndarray], ref: list[np.ndarray], ref64: list[np.ndarray] | None, *,
+                    skip_values: set[int] = frozenset(), rtol: float | None = None,
+                    atol: float | None = None) -> dict | None:
+    """Compare all outputs of one test; None when consistent. ``skip_values``: outputs compared by shape only."""
+    if len(got) != len(ref):
+        return {"symptom": "output count", "message": f"{len(got)} outputs != expected {len(ref)}",
+                "distance": {"got": len(got), "expected": len(ref)}}
+    for i, (g, r) in enumerate(zip(got, ref)):
+        r64 = ref64[i] if ref64 is not None and i < len(ref64) else None
+        verdict = compare_one(g, r, r64, values=i not in skip_values, rtol=rtol, atol=atol)
+        if verdict is not None:
+            verdict["distance"]["output"] = i
+            if len(got) > 1:
+                verdict["message"] = f"output {i}: " + verdict["message"]
+            return verdict
+    return None

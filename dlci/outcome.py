@@ -1,0 +1,48 @@
+"""The result of one test: one instance through one target. Streams from workers to the parent as a dict."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+# status values
+PASS = "pass"                    # target agreed with the reference
+UNSUPPORTED = "unsupported"      # the target said it does not support the operator/form: not a bug
+INVALID = "invalid"              # the test itself could not be built (reference failed, model form unavailable)
+CRASH = "crash"                  # exception, abort, segfault, hang or OOM inside the target
+INCONSISTENT = "inconsistency"   # target ran but disagrees with the reference (shape, dtype, values, NaN/Inf mask)
+STATUSES = (PASS, UNSUPPORTED, INVALID, CRASH, INCONSISTENT)
+
+# stages, in order
+STAGES = ("reference", "model", "convert", "compile", "run", "compare")
+
+
+@dataclass
+class Outcome:
+    instance_id: str
+    op: str
+    target: str
+    status: str
+    stage: str | None = None      # where it happened (crash: convert/compile/run; invalid: reference/model)
+    symptom: str = ""             # exception type, "SIGSEGV", "timeout", "oom", "value mismatch", "nan mismatch", ...
+    message: str = ""
+    traceback: str = ""
+    distance: dict | None = None  # for inconsistencies: max_abs, max_rel, ref_err, mismatched, output index
+    timings: dict = field(default_factory=dict)  # stage -> seconds spent inside that stage
+    log: str = ""                 # stderr tail of the worker when it died
+    seconds: float = 0.0          # wall time of the whole test inside the worker (or until it was killed)
+
+    @property
+    def valid(self) -> bool:
+        """A valid test exercised the target (it passed, or it failed in a way that counts)."""
+        return self.status in (PASS, CRASH, INCONSISTENT)
+
+    @property
+    def failed(self) -> bool:
+        return self.status in (CRASH, INCONSISTENT)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Outcome":
+        return cls(**{k: d[k] for k in d if k in cls.__dataclass_fields__})
