@@ -182,13 +182,23 @@ def run(instances: Sequence[Instance], targets: dict, options: Options) -> dict:
                     f"{len(campaign.failures)} failure signatures, "
                     f"{sum(1 for v in campaign.confirm_state.values() if v == 'confirmed')} confirmed")
 
-        info = engine.run(jobs(), on_result, deadline=deadline)
-        campaign.interrupted = bool(getattr(info, "interrupted", False)) and time.monotonic() < deadline
-        # confirmations still owed after the budget: a short grace so found bugs are not dropped unconfirmed
-        if confirm_queue and not campaign.interrupted:
-            say(f"confirming {len(confirm_queue)} failure signature(s) after the budget")
-            engine.run(jobs(), on_result, deadline=time.monotonic() + max(60.0, 0.1 * options.budget))
-        campaign.engine_info = _info_dict(info)
+        try:
+            info = engine.run(jobs(), on_result, deadline=deadline)
+            campaign.interrupted = getattr(info, "reason", None) in ("SIGTERM", "SIGINT")
+            # confirmations still owed after the budget: a short grace so found bugs are not dropped unconfirmed
+            # confirmation jobs the engine pulled but never dispatched (deadline) are owed again
+            confirm_queue.extend(pending_confirm.values())
+            pending_confirm.clear()
+            if confirm_queue and not campaign.interrupted:
+                say(f"confirming {len(confirm_queue)} failure signature(s) after the budget")
+                more = engine.run(jobs(), on_result, deadline=time.monotonic() + max(60.0, 0.1 * options.budget))
+                campaign.interrupted = getattr(more, "reason", None) in ("SIGTERM", "SIGINT")
+            campaign.engine_info = _info_dict(info)
+        except BaseException:
+            # an internal error must not lose what was gathered: write the partial report, then fail loudly
+            campaign.interrupted = True
+            finish(campaign)
+            raise
 
     return finish(campaign)
 

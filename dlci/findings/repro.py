@@ -219,9 +219,8 @@ def render_repro(finding, inst: Instance, repro_dir: Path) -> Path:
 
 def scrubbed_env() -> dict:
     """Untrusted code never sees tokens or runner secrets."""
-    return {k: v for k, v in os.environ.items()
-            if not (k.startswith("ACTIONS_") or k.endswith("_TOKEN") or k.endswith("_SECRET")
-                    or k in ("GITHUB_TOKEN", "INPUT_TOKEN", "GH_TOKEN"))}
+    from dlci.exec.engine import is_secret_name
+    return {k: v for k, v in os.environ.items() if not is_secret_name(k)}
 
 
 def check_repro(path: Path, timeout: float = 600) -> bool:

@@ -1,0 +1,251 @@
+"""dlci.exec: real worker processes, real signals; job functions live in tests/exec_jobs.py."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+
+from dlci.exec import Engine, Job, run_isolated, worker_env
+from dlci.outcome import CRASH, INVALID, PASS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+J = "tests.exec_jobs:"
+
+
+def job(name, func, *args, **kw):
+    return Job(id=name, func=J + func, args=args, instance_id=f"inst-{name}", op="op", target="tgt", **kw)
+
+
+def collect(engine, jobs, **kw):
+    got = []
+    info = engine.run(jobs, lambda j, r: got.append((j, r, time.monotonic())), **kw)
+    return info, {j.id: r for j, r, _ in got}, got
+
+
+def test_crashes_become_results_and_the_run_goes_on(tmp_path):
+    jobs = [job("seg", "segfault"), job("ok1", "ok"), job("abort", "abort"), job("hang", "hang", timeout=1.0),
+            job("oom", "eat_memory"), job("exit", "exit3"), job("bug", "raises"), job("ok2", "ok"), job("ok3", "ok")]
+    with Engine(workers=2, timeout=20, memory_mb=300, log_dir=str(tmp_path)) as engine:
+        info, res, _ = collect(engine, jobs)
+    assert info.completed == len(jobs) and not info.interrupted
+    assert set(res) == {j.id for j in jobs}
+
+    seg = res["seg"]
+    assert (seg["status"], seg["stage"], seg["symptom"]) == (CRASH, "compile", "SIGSEGV")
+    assert seg["instance_id"] == "inst-seg" and seg["target"] == "tgt"
+    assert "about to crash in convert" in seg["log"] and "Segmentation fault" in seg["log"]
+    assert "exec_jobs.py" in seg["log"]  # faulthandler names the crashing frame
+
+    ab = res["abort"]
+    assert (ab["status"], ab["stage"], ab["symptom"]) == (CRASH, "run", "SIGABRT")
+    assert "aborting now" in ab["log"]  # stdout of the job went to the log
+    assert "about to crash" not in ab["log"]  # only what was written since this job started
+
+    hang = res["hang"]
+    assert (hang["status"], hang["stage"], hang["symptom"]) == (CRASH, "compile", "timeout")
+    assert 1.0 <= hang["seconds"] < 4 and "in hang" in hang["log"]  # stack dumped before the kill
+
+    oom = res["oom"]
+    assert (oom["status"], oom["stage"], oom["symptom"]) == (CRASH, "run", "oom")
+    assert "300 MB" in oom["message"]
+
+    assert (res["exit"]["symptom"], res["exit"]["stage"]) == ("exit 3", "run")
+
+    bug = res["bug"]
+    assert (bug["status"], bug["stage"], bug["symptom"]) == (INVALID, "harness", "ValueError")
+    assert "bug in dlci" in bug["message"] and "raise ValueError" in bug["traceback"]
+
+    for name in ("ok1", "ok2", "ok3"):
+        assert res[name]["status"] == PASS
+    assert info.crashed_workers == 5  # the harness error did not cost a worker
+    assert info.respawns >= 4
+    assert os.path.exists(tmp_path / "worker-0.log")
+
+
+def test_results_stream_in_completion_order():
+    with Engine(workers=2, timeout=20) as engine:
+        engine.start()
+        t0 = time.monotonic()
+        info, res, got = collect(engine, [job("slow", "sleep", 1.0), job("fast", "sleep", 0.05)])
+    assert [j.id for j, _, _ in got] == ["fast", "slow"]
+    assert got[0][2] - t0 < 0.6  # delivered while the slow one was still running
+    assert info.completed == 2
+
+
+def test_two_workers_run_in_parallel():
+    with Engine(workers=2, timeout=20) as engine:
+        engine.start()
+        info, res, _ = collect(engine, [job(str(i), "sleep", 0.5) for i in range(4)])
+    assert info.completed == 4
+    assert info.wall < 1.6  # serial would be >= 2.0
+    assert len({r["message"].split()[0] for r in res.values()}) == 2  # two worker pids
+    assert all(b >= 0.9 for b in info.busy_seconds)
+
+
+def test_stdout_garbage_does_not_break_the_protocol():
+    with Engine(workers=1, timeout=20) as engine:
+        info, res, _ = collect(engine, [job("noise", "garbage_stdout"), job("after", "ok")])
+    assert res["noise"]["status"] == PASS and res["noise"]["instance_id"] == "noise"
+    assert res["after"]["status"] == PASS and info.crashed_workers == 0
+
+
+def test_secrets_do_not_reach_workers(monkeypatch):
+    monkeypatch.setenv("GITHUB_TOKEN", "s1")
+    monkeypatch.setenv("ACTIONS_RUNTIME_TOKEN", "s2")
+    monkeypatch.setenv("ACTIONS_CACHE_URL", "s3")
+    monkeypatch.setenv("OMP_NUM_THREADS", "8")
+    monkeypatch.setenv("DLCI_HARMLESS", "kept")
+    with Engine(workers=1, timeout=20, env={"MY_API_SECRET": "s4", "INPUT_TOKEN": "s5", "X_OK": "1"}) as engine:
+        _, res, _ = collect(engine, [job("env", "environment")])
+    keys = set(res["env"]["message"].split())
+    assert not keys & {"GITHUB_TOKEN", "ACTIONS_RUNTIME_TOKEN", "ACTIONS_CACHE_URL", "MY_API_SECRET", "INPUT_TOKEN"}
+    assert {"DLCI_HARMLESS", "X_OK"} <= keys
+    assert res["env"]["traceback"] == "1|2"  # single-threaded, quiet TF
+    env = worker_env({"GH_TOKEN": "x", "OMP_NUM_THREADS": "2"})
+    assert "GH_TOKEN" not in env and env["OMP_NUM_THREADS"] == "2"  # explicit overrides win, secrets never
+
+
+def test_warm_imports_happen_once_per_worker():
+    with Engine(workers=2, timeout=20, warm_imports=("json", "tests.exec_jobs")) as engine:
+        # sleeps first, so that both workers get started and used
+        info, res, _ = collect(engine, [job("s1", "sleep", 0.5), job("s2", "sleep", 0.5)]
+                               + [job(str(i), "modules") for i in range(6)])
+        info2, res2, _ = collect(engine, [job("again", "modules")])
+        assert len(engine.startup_log) == 2
+    assert len(info.startup_seconds) == 2 and all(0 < s < 30 for s in info.startup_seconds)
+    assert info2.startup_seconds == []  # the second run reused the warm workers
+    for r in [r for k, r in res.items() if k[0] != "s"] + list(res2.values()):
+        assert "json" in r["message"].split() and r["traceback"] == "1"
+
+
+def test_deadline_stops_dispatching():
+    with Engine(workers=2, timeout=20) as engine:
+        engine.start()
+        info, res, _ = collect(engine, (job(str(i), "sleep", 0.3) for i in range(20)),
+                               deadline=time.monotonic() + 0.5)
+    assert info.interrupted and info.reason == "deadline"
+    assert 2 <= info.completed <= 6 and info.not_started >= 1
+    assert all(r["status"] == PASS for r in res.values())  # running jobs were allowed to finish
+
+
+def test_affinity_keeps_jobs_on_one_worker():
+    jobs = [job(f"{a}{i}", "sleep", 0.05, affinity=a) for i in range(4) for a in "AB"]
+    with Engine(workers=2, timeout=20) as engine:
+        engine.start()
+        _, res, _ = collect(engine, jobs)
+    pids = {a: {r["message"].split()[0] for k, r in res.items() if k[0] == a} for a in "AB"}
+    assert len(pids["A"]) == 1 and len(pids["B"]) == 1 and pids["A"] != pids["B"]
+
+
+def test_harness_errors_and_untrusted_frames(tmp_path, monkeypatch):
+    marker = tmp_path / "pwned"
+    monkeypatch.setenv("DLCI_EVIL_MARKER", str(marker))
+    jobs = [job("nodict", "not_a_dict"), job("nomodule", "nope"),
+            Job("lambda", J + "ok", (lambda: 0,), "inst-lambda"), job("evil", "evil_frame"), job("ok", "ok")]
+    with Engine(workers=1, timeout=20) as engine:
+        info, res, _ = collect(engine, jobs)
+    for name in ("nodict", "nomodule", "lambda", "evil"):
+        assert (res[name]["status"], res[name]["stage"]) == (INVALID, "harness"), name
+    assert res["evil"]["symptom"] == "protocol" and "disallowed" in res["evil"]["message"]
+    assert not marker.exists()  # the forged pickle was never executed in the parent
+    assert res["ok"]["status"] == PASS
+
+
+def test_data_rlimit_backstop():
+    # sampler effectively off: the RLIMIT_DATA backstop turns the runaway allocation into a MemoryError
+    with Engine(workers=1, timeout=20, memory_mb=100_000, data_limit_mb=400) as engine:
+        _, res, _ = collect(engine, [job("hog", "eat_memory")])
+    assert res["hog"]["symptom"] == "MemoryError"
+
+
+def test_run_isolated():
+    assert run_isolated(job("one", "ok"), timeout=20)["status"] == PASS
+    r = run_isolated(job("seg", "segfault"), timeout=20)
+    assert (r["status"], r["symptom"], r["stage"]) == (CRASH, "SIGSEGV", "compile")
+
+
+def test_real_torch_job():
+    with Engine(workers=1, timeout=120) as engine:
+        _, res, _ = collect(engine, [job("t", "torch_op")])
+    r = res["t"]
+    assert r["status"] == PASS, r
+    assert float(r["message"]) == 6.0 and r["traceback"] == "1"  # relu(x-2).sum(); one intra-op thread
+
+
+SIGTERM_SCRIPT = textwrap.dedent("""
+    import json, sys, dataclasses
+    from dlci.exec import Engine, Job
+    out, report = sys.argv[1], sys.argv[2]
+    jobs = [Job(str(i), "tests.exec_jobs:sleep", (0.3,)) for i in range(200)] + [Job("hang", "tests.exec_jobs:hang", ())]
+    with open(out, "a") as f, Engine(workers=2, timeout=60) as engine:
+        def on_result(job, r):
+            f.write(json.dumps({"id": job.id, "status": r["status"], "pid": r["message"].split()[0]}) + "\\n")
+            f.flush()
+        info = engine.run(jobs, on_result)
+    with open(report, "w") as f:
+        json.dump(dataclasses.asdict(info), f)
+""")
+
+
+def test_sigterm_returns_promptly_with_what_was_gathered(tmp_path):
+    script = tmp_path / "run.py"
+    script.write_text(SIGTERM_SCRIPT)
+    out, report = tmp_path / "results.jsonl", tmp_path / "report.json"
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.Popen([sys.executable, str(script), str(out), str(report)], cwd=ROOT, env=env)
+    try:
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            if out.exists() and len(out.read_text().splitlines()) >= 4:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("no results streamed")
+        workers = [c.pid for c in psutil.Process(proc.pid).children()]
+        assert len(workers) == 2
+        proc.send_signal(signal.SIGTERM)
+        t0 = time.monotonic()
+        rc = proc.wait(10)
+        assert time.monotonic() - t0 < 3
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert rc == 0
+    info = json.loads(report.read_text())
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert info["interrupted"] and info["reason"] == "SIGTERM"
+    assert info["completed"] == len(lines) >= 4 and len(lines) < 200
+    assert all(r["status"] == PASS for r in lines)
+    time.sleep(0.2)
+    assert not [p for p in workers if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+
+
+def test_worker_death_between_runs_and_failing_startup():
+    with Engine(workers=1, timeout=20) as engine:
+        _, res, _ = collect(engine, [job("a", "ok")])
+        os.kill(int(res["a"]["message"]), signal.SIGKILL)
+        time.sleep(0.1)
+        info, res2, _ = collect(engine, [job("b", "ok")])
+        assert res2["b"]["status"] == PASS and res2["b"]["message"] != res["a"]["message"]
+        assert info.respawns == 1
+
+    from dlci.exec import WorkerStartError
+    with Engine(workers=1, timeout=20, warm_imports=("tests.exec_crash_import",)) as engine:
+        with pytest.raises(WorkerStartError, match="SIGSEGV"):
+            engine.run([job("c", "ok")], lambda j, r: None)
+
+
+def test_on_result_error_propagates_and_engine_survives():
+    def boom(j, r):
+        raise KeyError("caller bug")
+
+    with Engine(workers=1, timeout=20) as engine:
+        with pytest.raises(KeyError):
+            engine.run([job("a", "ok"), job("b", "sleep", 5.0)], boom)
+        info, res, _ = collect(engine, [job("c", "ok")])
+        assert res["c"]["status"] == PASS

@@ -1,0 +1,52 @@
+"""OPERA prioritization and APFD."""
+import numpy as np
+
+from dlci.instance import Instance, Origin, TensorSpec, features
+from dlci.plan import apfd, coverage, prioritize
+
+
+def inst(op, shape, alpha, dtype="float32"):
+    x = np.zeros(shape, dtype)
+    return Instance(op=op, framework="torch", call={"kind": "torch_fn", "fn": "f", "args": [{"$t": 0}]},
+                    inputs=[TensorSpec.of(x)], params={"alpha": alpha}, origin=Origin("t", "t"),
+                    arrays={"in:0": x})
+
+
+def test_partitions_follow_opera():
+    f = features(inst("aten::elu", (2, 3), -1))
+    assert "alpha=int:-1" in f and "in0:float32×r2" in f
+    assert "alpha=float:+(0,1)" in features(inst("aten::elu", (2,), 0.5))
+    assert "in0:float32×r0" in features(inst("aten::elu", (), 7))
+    assert "alpha=int:large" in features(inst("aten::elu", (), 7))
+
+
+def test_diverse_instances_first_and_operators_interleaved():
+    same = [inst("aten::a", (2, 3), 1.0) for _ in range(3)]
+    for i, s in enumerate(same):
+        s.params["k"] = i  # distinct ids
+        s.id = s.compute_id()
+    novel = inst("aten::a", (2, 3, 4, 5), -1, "int64")
+    other = [inst("aten::b", (3,), 2) for _ in range(1)]
+    order = prioritize(same + [novel] + other)
+    ops = [i.op for i in order]
+    # the second operator is reached before the first one is exhausted
+    assert ops.index("aten::b") < 3
+    # the novel instance of aten::a comes before its look-alikes' repeats
+    a_order = [i for i in order if i.op == "aten::a"]
+    assert novel in a_order[:2]
+
+
+def test_touched_operators_come_first():
+    insts = [inst("aten::a", (2,), 1.0), inst("aten::b", (2,), 1.0)]
+    assert prioritize(insts, touched={"aten::b"})[0].op == "aten::b"
+
+
+def test_apfd():
+    faults = {"t1": {"f1"}, "t3": {"f2"}}
+    assert apfd(["t1", "t3", "t2"], faults) > apfd(["t2", "t3", "t1"], faults)
+    assert abs(apfd(["t1", "t3", "t2"], faults) - (1 - (1 + 2) / 6 + 1 / 6)) < 1e-9
+
+
+def test_coverage_counts_partitions():
+    cov = coverage([inst("aten::a", (2,), 1.0), inst("aten::a", (2, 2), 1.0)])
+    assert cov["aten::a"] == len(features(inst("aten::a", (2,), 1.0)) | features(inst("aten::a", (2, 2), 1.0)))
