@@ -123,7 +123,7 @@ def make_jobs(plan: Iterable[Instance], targets: dict, confirm_queue: deque, cam
             sig = confirm_queue.popleft()
             o = campaign.next_confirm_outcome(sig)
             seq += 1
-            yield Job(id=f"confirm{seq}:{o.instance_id}@{o.target}", func="dlci.testcase:execute",
+            yield Job(id=f"confirm{seq}:{o.instance_id}@{o.target}", func="dlci.testcase:execute_job",
                       args=(campaign.instances[o.instance_id], o.target), instance_id=o.instance_id, op=o.op,
                       target=o.target, affinity=f"confirm:{o.instance_id}"), sig
 
@@ -133,7 +133,7 @@ def make_jobs(plan: Iterable[Instance], targets: dict, confirm_queue: deque, cam
                 continue
             yield from confirm_jobs()
             seq += 1
-            yield Job(id=f"t{seq}:{inst.id}@{name}", func="dlci.testcase:execute", args=(inst, name),
+            yield Job(id=f"t{seq}:{inst.id}@{name}", func="dlci.testcase:execute_job", args=(inst, name),
                       instance_id=inst.id, op=inst.op, target=name, affinity=inst.id), None
     yield from confirm_jobs()
 

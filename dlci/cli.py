@@ -54,8 +54,15 @@ def op_matches(op: str, wanted: set[str]) -> bool:
     return low in wanted or low.split("::", 1)[-1] in wanted
 
 
+def source_registry() -> dict:
+    from dlci import sources as S
+    S._import_builtin_sources()
+    return S.SOURCES
+
+
 def load_instances(source_names: list[str], ops: set[str], limit_per_op: int | None, harvest_paths: list[str]):
     from dlci import sources as S
+    source_registry()
     instances = []
     for name in source_names:
         if name not in S.SOURCES:
@@ -80,6 +87,7 @@ def cmd_targets(args) -> int:
 
 def cmd_sources(args) -> int:
     from dlci import sources as S
+    source_registry()
     names = _split(args.sources) if args.sources else sorted(S.SOURCES)
     report = {}
     for name in names:
@@ -102,6 +110,7 @@ def cmd_test(args) -> int:
     ops = {o.lower() for o in _split(args.ops)}
     frameworks = {f for t in targets.values() for f in t.frameworks}
     from dlci import sources as S
+    source_registry()
     source_names = [s for s in (_split(args.sources) if args.sources else DEFAULT_SOURCES)
                     if s not in S.SOURCES or S.SOURCES[s].framework in frameworks]
     instances = load_instances(source_names, ops, args.limit_per_op, args.harvest or [])

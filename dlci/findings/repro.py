@@ -60,10 +60,14 @@ def array_code(a: np.ndarray) -> str:
 
 
 def message_key(message: str) -> str:
-    """A stable piece of an error message: the first line, cut before addresses and long numbers."""
+    """A stable piece of an error message: its first sentence, cut before addresses, long numbers and, when
+    enough text is left, before the names of values (which differ between dlci's model and the reproducer's,
+    e.g. `inp_0` vs `x0`)."""
     first = next((ln.strip() for ln in message.splitlines() if ln.strip()), "")
     first = re.split(r"0x[0-9a-fA-F]+|\d{5,}|/tmp/|/root/|site-packages", first)[0]
-    return first.strip()[:100]
+    first = re.split(r"(?<=[a-z])\.\s", first)[0].strip()
+    short = re.split(r"\(|\[|'|\"|`", first)[0].strip()
+    return (short if len(short) >= 24 else first)[:100]
 
 
 # -- model code per recipe kind --------------------------------------------------------------------------
@@ -157,22 +161,42 @@ def _keras_code(inst: Instance) -> str:
                                                key=lambda k: int(k.split(":")[1]))]
     cls = inst.call["cls"]
     config = json.dumps(inst.call.get("config", {}), sort_keys=True)
+    n = len(inst.inputs)
+    args = python_literal(inst.call.get("args", [{"$t": i} for i in range(n)]))  # tensors named x<i>
+    xs = ", ".join(f"x{i}" for i in range(n)) + ("," if n == 1 else "")
     return (f"CONFIG = json.loads({config!r})\n"
             "WEIGHTS = [\n" + "".join(f"    {array_code(w)},\n" for w in weights) + "]\n\n\n"
+            "def call_layer(layer, xs):\n"
+            f"    ({xs}) = xs\n"
+            f"    return layer(*{args})\n\n\n"
+            "def build_layer(dtype=None, xs=None):\n"
+            f"    config = dict(CONFIG, **({{'dtype': dtype}} if dtype else {{}}))\n"
+            f"    layer = {cls}.from_config(config)\n"
+            "    call_layer(layer, xs if xs is not None else INPUTS)  # builds the weights\n"
+            "    if WEIGHTS:\n"
+            "        layer.set_weights([w.astype(dtype) if dtype and w.dtype.kind == 'f' else w for w in WEIGHTS])\n"
+            "    return layer\n\n\n"
             "def build_keras_model():\n"
-            "    ins = [keras.Input(shape=x.shape[1:], batch_size=x.shape[0], dtype=str(x.dtype)) for x in INPUTS]\n"
-            f"    layer = {cls}.from_config(CONFIG)\n"
-            "    out = layer(ins[0] if len(ins) == 1 else ins)\n"
-            "    if WEIGHTS:\n        layer.set_weights(WEIGHTS)\n"
-            "    return keras.Model(ins, out)\n\n\n"
+            "    # static batch size: TFLite and OpenVINO then see fully static shapes\n"
+            "    ins = [keras.Input(shape=x.shape[1:], batch_size=x.shape[0], dtype=str(x.dtype), name=f'in{i}')\n"
+            "           for i, x in enumerate(INPUTS)]\n"
+            "    layer = build_layer()\n"
+            "    return keras.Model(ins, call_layer(layer, ins))\n\n\n"
             "def keras_to_tflite(model):\n"
-            "    return tf.lite.TFLiteConverter.from_keras_model(model).convert()\n\n\n"
+            "    return bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())\n\n\n"
             "def flatten(out):\n"
             "    if isinstance(out, (list, tuple)):\n        return [a for o in out for a in flatten(o)]\n"
             "    return [np.asarray(out)]\n\n\n"
             "def reference():\n"
-            "    model = build_keras_model()\n"
-            "    return flatten(model(INPUTS if len(INPUTS) > 1 else INPUTS[0])), None\n")
+            "    \"\"\"The layer called eagerly, and an fp64 copy of it to arbitrate rounding.\"\"\"\n"
+            "    ref = flatten(call_layer(build_layer(), INPUTS))\n"
+            "    try:\n"
+            "        xs64 = [x.astype(np.float64) if x.dtype.kind == 'f' else x for x in INPUTS]\n"
+            "        ref64 = flatten(call_layer(build_layer('float64', xs64), xs64))\n"
+            "        ref64 = ref64 if [r.shape for r in ref64] == [r.shape for r in ref] else None\n"
+            "    except Exception:\n"
+            "        ref64 = None\n"
+            "    return ref, ref64\n")
 
 
 _MODEL_CODE = {"torch_fn": _torch_fn_code, "torch_module": _torch_module_code, "onnx_model": _onnx_code,
@@ -187,10 +211,7 @@ def compare_source() -> str:
 
 
 def skip_values_for(inst: Instance) -> set[int]:
-    try:
-        from dlci.models import index_outputs
-    except ImportError:
-        return set()
+    from dlci.models import index_outputs
     return set(index_outputs(inst))
 
 
@@ -199,7 +220,7 @@ def render_repro(finding, inst: Instance, repro_dir: Path) -> Path:
     env = _env()
     kind = inst.call["kind"]
     imports = _IMPORTS[inst.framework]
-    if finding.target in ("tvm.from_onnx", "openvino.onnx", "onnxruntime", "torch.onnx") and inst.framework != "onnx":
+    if finding.target in ("tvm.from_onnx", "openvino.onnx", "onnxruntime", "torch.onnx") and inst.framework == "torch":
         imports += "\nimport onnx"
     inputs_code = "INPUTS = [\n" + "".join(f"    {array_code(x)},\n" for x in inst.input_arrays()) + "]"
     target_code = env.get_template(f"targets/{finding.target}.j2").render(framework=inst.framework)

@@ -1,0 +1,82 @@
+"""Throughput: the same instances through the same TVM target, dlci's engine vs one process per test.
+
+Both sides use the same parallelism (2 at a time on 2 cores). Also reports the share of worker busy time that is
+spent inside convert/compile/run (the rest is reference computation, model building and harness overhead), and
+the peak memory of the engine run with 2 workers.
+
+    .venv/bin/python benchmarks/throughput.py [--count 100] [--target tvm.from_exported_program]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import TreeMemory, pick_instances  # noqa: E402
+from dlci.exec import Engine, Job, run_isolated  # noqa: E402
+
+
+def jobs_for(instances, target):
+    return [Job(id=f"{i.id}@{target}", func="dlci.testcase:execute_job", args=(i, target), instance_id=i.id,
+                op=i.op, target=target, affinity=i.id) for i in instances]
+
+
+def engine_side(jobs, workers, warm):
+    results = []
+    with TreeMemory() as mem:
+        t0 = time.monotonic()
+        with Engine(workers=workers, timeout=120, warm_imports=warm) as engine:
+            info = engine.run(jobs, lambda job, r: results.append(r))
+        wall = time.monotonic() - t0
+    busy = sum(info.busy_seconds)
+    inside = sum(sum(v for k, v in (r.get("timings") or {}).items() if k in ("convert", "compile", "run"))
+                 for r in results)
+    return {"tests": len(results), "wall_s": round(wall, 1), "tests_per_min": round(60 * len(results) / wall, 1),
+            "share_inside_targets_of_busy": round(inside / busy, 3) if busy else None,
+            "share_inside_targets_of_wall": round(inside / (wall * workers), 3),
+            "worker_startup_s": [round(s, 2) for s in info.startup_seconds],
+            "peak_rss_gb": round(mem.peak / 2**30, 2), "statuses": _statuses(results)}
+
+
+def naive_side(jobs, workers):
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(workers) as pool:
+        results = list(pool.map(lambda j: run_isolated(j, timeout=180, memory_mb=4000), jobs))
+    wall = time.monotonic() - t0
+    return {"tests": len(results), "wall_s": round(wall, 1), "tests_per_min": round(60 * len(results) / wall, 1),
+            "statuses": _statuses(results)}
+
+
+def _statuses(results):
+    out = {}
+    for r in results:
+        out[r["status"]] = out.get(r["status"], 0) + 1
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--count", type=int, default=100)
+    ap.add_argument("--target", default="tvm.from_exported_program")
+    ap.add_argument("--source", default="opinfo")
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    instances = pick_instances(args.source, args.target, args.count)
+    jobs = jobs_for(instances, args.target)
+    warm = ("torch", "tvm", "dlci.testcase")
+    engine = engine_side(jobs, args.workers, warm)
+    naive = naive_side(jobs_for(instances, args.target), args.workers)
+    report = {"target": args.target, "instances": len(instances), "workers": args.workers,
+              "engine": engine, "naive_process_per_test": naive,
+              "speedup": round(engine["tests_per_min"] / naive["tests_per_min"], 1)}
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,468 @@
+"""Model templates: turn one operator instance into each model form a target consumes, plus its reference.
+
+``FORMS[name](instance)`` builds a form; use :func:`build` to get it cached per instance within the process
+(a worker runs many targets on the same instance). A builder failure raises :class:`FormUnavailable`: the test
+is then invalid for that target, not a target bug.
+
+Forms: torch_module, exported_program, fx_graph, onnx, keras_model, saved_model, tflite.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import logging
+import os
+import re
+import shutil
+import tempfile
+import warnings
+from collections import OrderedDict
+from typing import Any, Callable
+
+import numpy as np
+
+from dlci.instance import Instance
+from dlci.models.convert import flatten_outputs, np_to_torch
+
+__all__ = ["FORMS", "FormUnavailable", "ReferenceError_", "build", "reference", "torch_inputs", "keras_inputs",
+           "index_outputs", "export_onnx", "keras_to_tflite", "clear_cache", "seed_all", "quiet"]
+
+
+class FormUnavailable(Exception):
+    """The instance cannot be built into this model form (the test is invalid for targets consuming it)."""
+
+
+class ReferenceError_(Exception):
+    """The reference itself could not be computed (the test is invalid)."""
+
+
+FORMS: dict[str, Callable[[Instance], Any]] = {}
+# which instance frameworks each form can be built from
+FORM_FRAMEWORKS: dict[str, tuple[str, ...]] = {}
+
+_CACHE_INSTANCES = 4  # instances whose forms stay cached (a worker moves on instance by instance)
+_cache: "OrderedDict[str, dict[str, Any]]" = OrderedDict()
+
+
+def form(name: str, frameworks: tuple[str, ...]):
+    def deco(fn):
+        FORMS[name] = fn
+        FORM_FRAMEWORKS[name] = frameworks
+        return fn
+    return deco
+
+
+def _slot(instance: Instance) -> dict[str, Any]:
+    slot = _cache.get(instance.id)
+    if slot is None:
+        slot = _cache[instance.id] = {}
+        while len(_cache) > _CACHE_INSTANCES:
+            _, old = _cache.popitem(last=False)
+            _release(old)
+    else:
+        _cache.move_to_end(instance.id)
+    return slot
+
+
+def _release(slot: dict[str, Any]) -> None:
+    for v in slot.values():
+        if isinstance(v, _TempDir):
+            v.cleanup()
+
+
+def clear_cache() -> None:
+    while _cache:
+        _release(_cache.popitem()[1])
+
+
+def _cached(instance: Instance, key: str, make: Callable[[], Any]) -> Any:
+    slot = _slot(instance)
+    if key not in slot:
+        try:
+            slot[key] = ("ok", make())
+        except BaseException as e:  # cache failures too: the same form fails the same way for every target
+            if not isinstance(e, Exception):
+                raise
+            slot[key] = ("err", e)
+    status, value = slot[key]
+    if status == "err":
+        raise value
+    return value
+
+
+def build(instance: Instance, name: str) -> Any:
+    """The model form ``name`` of the instance (cached); raises FormUnavailable."""
+    if name not in FORMS:
+        raise KeyError(f"unknown model form {name!r}")
+    if instance.framework not in FORM_FRAMEWORKS[name]:
+        raise FormUnavailable(f"form {name} cannot be built from a {instance.framework} instance")
+
+    def make():
+        try:
+            seed_all(instance.seed)
+            with quiet():
+                return FORMS[name](instance)
+        except FormUnavailable:
+            raise
+        except Exception as e:
+            raise FormUnavailable(f"{name}: {type(e).__name__}: {e}") from e  # testcase trims it
+    return _cached(instance, "form:" + name, make)
+
+
+# -- process hygiene ------------------------------------------------------------------------------------------
+
+def seed_all(seed: int = 0) -> None:
+    np.random.seed(seed % 2**32)
+    import random
+    random.seed(seed)
+    import sys
+    if "torch" in sys.modules:
+        import torch
+        torch.manual_seed(seed)
+    if "keras" in sys.modules:
+        import keras
+        keras.utils.set_random_seed(seed % 2**32)
+
+
+@contextlib.contextmanager
+def quiet():
+    """Silence the chatter of exporters (torch.onnx prints progress, warns about torchvision, ...)."""
+    loggers = [logging.getLogger(n) for n in ("torch.onnx", "torch._dynamo", "torch._inductor", "torch.export",
+                                               "onnxscript", "tensorflow", "absl")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    buf = io.StringIO()
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(buf):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for lg, lv in zip(loggers, levels):
+            lg.setLevel(lv)
+
+
+class _TempDir:
+    """A temporary directory owned by the form cache (removed when the instance leaves it)."""
+
+    def __init__(self, prefix: str, sub: str = ""):
+        self.path = tempfile.mkdtemp(prefix=prefix)
+        self.model_path = os.path.join(self.path, sub) if sub else self.path
+
+    def cleanup(self):
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def __fspath__(self):
+        return self.model_path
+
+    def __str__(self):
+        return self.model_path
+
+
+# -- torch forms ------------------------------------------------------------------------------------------------
+
+def _rebuilder():
+    from dlci.sources import rebuild  # lazily: sources import their libraries' test suites
+    return rebuild
+
+
+def torch_inputs(instance: Instance) -> list:
+    """Fresh torch tensors for the instance's inputs (a copy per call: ops may write into them)."""
+    return [np_to_torch(a) for a in instance.input_arrays()]
+
+
+def _torch_module(instance: Instance):
+    return _cached(instance, "torch_call", lambda: _rebuilder().torch_call(instance)[0].eval())
+
+
+@form("torch_module", ("torch",))
+def _form_torch_module(instance: Instance):
+    return _torch_module(instance)
+
+
+@form("exported_program", ("torch",))
+def _form_exported_program(instance: Instance):
+    import torch
+    return torch.export.export(_torch_module(instance), tuple(torch_inputs(instance)))
+
+
+def fixed_arity(module, n: int):
+    """Wrap ``module`` (forward(*tensors)) so that forward takes n named arguments: fx tracing needs that."""
+    import torch
+
+    names = [f"x{i}" for i in range(n)]
+    ns: dict[str, Any] = {}
+    exec(f"def forward(self, {', '.join(names)}):\n    return self.inner({', '.join(names)})\n", ns)
+    cls = type("FixedArity", (torch.nn.Module,), {"forward": ns["forward"]})
+    wrapper = cls()
+    wrapper.inner = module
+    return wrapper.eval()
+
+
+@form("fx_graph", ("torch",))
+def _form_fx_graph(instance: Instance):
+    import torch.fx
+    gm = torch.fx.symbolic_trace(fixed_arity(_torch_module(instance), len(instance.inputs)))
+    # TVM's from_fx needs [(shape, dtype)] per placeholder
+    gm.dlci_input_info = [(list(a.shape), str(a.dtype)) for a in instance.input_arrays()]
+    return gm
+
+
+def export_onnx(module, tensors) -> Any:
+    """torch.onnx.export (dynamo exporter) to one in-memory ModelProto; exceptions propagate."""
+    import torch
+    with quiet():
+        prog = torch.onnx.export(module, tuple(tensors), dynamo=True, external_data=False, verbose=False)
+    return prog.model_proto
+
+
+@form("onnx", ("torch", "onnx"))
+def _form_onnx(instance: Instance):
+    if instance.framework == "onnx":
+        import onnx
+        return onnx.load_from_string(np.asarray(instance.arrays["model"]).tobytes())
+    return export_onnx(_torch_module(instance), torch_inputs(instance))
+
+
+# -- keras forms ------------------------------------------------------------------------------------------------
+
+def keras_inputs(instance: Instance) -> list[np.ndarray]:
+    return [np.array(a, copy=True) for a in instance.input_arrays()]
+
+
+def _keras_layer(instance: Instance):
+    return _cached(instance, "keras_call", lambda: _rebuilder().keras_call(instance)[0])
+
+
+def call_layer(instance: Instance, layer, xs: list):
+    """Call the layer as the recipe says: ``args`` (default: the inputs in order) with tensors decoded from ``xs``
+    (merge layers such as Add take one list argument)."""
+    from dlci.instance import decode_value
+    args = instance.call.get("args", [{"$t": i} for i in range(len(xs))])
+    return layer(*decode_value(args, list(xs)))
+
+
+@form("keras_model", ("keras",))
+def _form_keras_model(instance: Instance):
+    import keras
+    arrays = instance.input_arrays()
+    # the batch size is fixed so that TFLite and OpenVINO see fully static shapes
+    ins = [keras.Input(shape=a.shape[1:], batch_size=a.shape[0], dtype=str(a.dtype), name=f"in{i}")
+           for i, a in enumerate(arrays)]
+    return keras.Model(ins, call_layer(instance, _keras_layer(instance), ins))
+
+
+@form("saved_model", ("keras",))
+def _form_saved_model(instance: Instance):
+    """A SavedModel directory (os.fspath() of the result) inside a temp dir owned by the cache."""
+    model = build(instance, "keras_model")
+    d = _TempDir("dlci-sm-", sub="m")
+    try:
+        model.export(d.model_path, format="tf_saved_model", verbose=False)
+    except Exception:
+        d.cleanup()
+        raise
+    return d
+
+
+def keras_to_tflite(model) -> bytes:
+    """TFLiteConverter on a keras model (builtin ops only); exceptions propagate."""
+    import tensorflow as tf
+    with quiet():
+        conv = tf.lite.TFLiteConverter.from_keras_model(model)
+        return bytes(conv.convert())
+
+
+@form("tflite", ("keras",))
+def _form_tflite(instance: Instance):
+    return keras_to_tflite(build(instance, "keras_model"))
+
+
+# -- references ------------------------------------------------------------------------------------------------
+
+def reference(instance: Instance) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    """(ref, ref64): the source framework's outputs (flattened to numpy) and an fp64 recomputation or None.
+
+    Raises ReferenceError_ when the reference cannot be computed.
+    """
+    def make():
+        seed_all(instance.seed)
+        try:
+            with quiet():
+                return _REFERENCES[instance.framework](instance)
+        except Exception as e:
+            raise ReferenceError_(f"{type(e).__name__}: {e}") from e
+    return _cached(instance, "reference", make)
+
+
+def _torch_reference(instance: Instance):
+    import torch
+    module = _torch_module(instance)
+    with torch.no_grad():
+        ref = flatten_outputs(module(*torch_inputs(instance)))
+    ref64 = None
+    try:
+        ref64 = _torch_reference64(instance, module)
+    except Exception:  # many ops have no float64 kernel or reject mixed dtypes: no arbitration then
+        ref64 = None
+    if ref64 is not None and [r.shape for r in ref64] != [r.shape for r in ref]:
+        ref64 = None
+    return ref, ref64
+
+
+_UP = {"float16": "float64", "bfloat16": "float64", "float32": "float64", "complex64": "complex128"}
+
+
+def _torch_reference64(instance: Instance, module):
+    import torch
+    tensors = torch_inputs(instance)
+    up = [_UP.get(str(t.dtype).split(".")[1]) for t in tensors]
+    has_float_params = any(p.is_floating_point() and p.dtype != torch.float64
+                           for p in list(module.parameters()) + list(module.buffers()))
+    if not any(up) and not has_float_params:
+        return None  # nothing to recompute in higher precision
+    m64 = copy.deepcopy(module).to(torch.float64)  # casts floating parameters/buffers only
+    tensors = [t.to(getattr(torch, u)) if u else t for t, u in zip(tensors, up)]
+    seed_all(instance.seed)
+    with torch.no_grad():
+        return flatten_outputs(m64(*tensors))
+
+
+def _onnx_reference(instance: Instance):
+    model = build(instance, "onnx")
+    expected = instance.expected_arrays()
+    if expected is not None:
+        ref = [np.asarray(e) for e in expected]
+    else:
+        from onnx.reference import ReferenceEvaluator
+        sess = ReferenceEvaluator(model)
+        ref = [np.asarray(o) for o in sess.run(None, _onnx_feed(model, instance.input_arrays()))]
+    ref64 = None
+    try:
+        ref64 = _onnx_reference64(model, instance.input_arrays())
+    except Exception:
+        ref64 = None
+    if ref64 is not None and [r.shape for r in ref64] != [r.shape for r in ref]:
+        ref64 = None
+    return ref, ref64
+
+
+def onnx_input_names(model) -> list[str]:
+    """Graph inputs that are fed at run time (initializers with the same name are not)."""
+    inits = {i.name for i in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in inits]
+
+
+def _onnx_feed(model, arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
+    names = onnx_input_names(model)
+    if len(names) != len(arrays):
+        raise ValueError(f"model has {len(names)} inputs, instance {len(arrays)}")
+    return dict(zip(names, arrays))
+
+
+def _onnx_reference64(model, arrays):
+    """Evaluate a copy of the model with every float32 tensor widened to float64 (None if there are none)."""
+    import onnx
+    from onnx import TensorProto, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    F, D = TensorProto.FLOAT, TensorProto.DOUBLE
+    m = copy.deepcopy(model)
+    g = m.graph
+    if any(n.domain not in ("", "ai.onnx") for n in g.node) or m.functions:
+        return None
+    if any(a.type == onnx.AttributeProto.GRAPH or a.type == onnx.AttributeProto.GRAPHS
+           for n in g.node for a in n.attribute):
+        return None  # subgraphs: not worth widening
+    changed = False
+    for vi in list(g.input) + list(g.output) + list(g.value_info):
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type == F:
+            vi.type.tensor_type.elem_type = D
+            changed = True
+    for i, init in enumerate(g.initializer):
+        if init.data_type == F:
+            g.initializer[i].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float64),
+                                                             init.name))
+    for n in g.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.TENSOR and a.t.data_type == F:
+                a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float64), a.t.name))
+            elif a.name in ("to", "dtype") and a.type == onnx.AttributeProto.INT and a.i == F:
+                a.i = D
+    if not changed:
+        return None
+    arrays64 = [a.astype(np.float64) if a.dtype == np.float32 else a for a in arrays]
+    out = ReferenceEvaluator(m).run(None, _onnx_feed(m, arrays64))
+    return [np.asarray(o) for o in out]
+
+
+def _keras_reference(instance: Instance):
+    layer = _keras_layer(instance)
+    xs = keras_inputs(instance)
+    ref = flatten_outputs(call_layer(instance, layer, xs))
+    ref64 = None
+    try:
+        ref64 = _keras_reference64(instance, layer, xs)
+    except Exception:
+        ref64 = None
+    if ref64 is not None and [r.shape for r in ref64] != [r.shape for r in ref]:
+        ref64 = None
+    return ref, ref64
+
+
+def _keras_reference64(instance: Instance, layer, xs):
+    config = dict(layer.get_config())
+    config["dtype"] = "float64"
+    layer64 = type(layer).from_config(config)
+    xs64 = [x.astype(np.float64) if x.dtype.kind == "f" else x for x in xs]
+    call_layer(instance, layer64, xs64)  # builds the weights
+    weights = layer.get_weights()
+    if weights:
+        layer64.set_weights([w.astype(np.float64) if w.dtype.kind == "f" else w for w in weights])
+    return flatten_outputs(call_layer(instance, layer64, xs64))
+
+
+_REFERENCES = {"torch": _torch_reference, "onnx": _onnx_reference, "keras": _keras_reference}
+
+
+# -- outputs that must not be compared by value ----------------------------------------------------------------
+
+# operator base name -> output positions that hold indices (ties make their values arbitrary)
+_INDEX_OUTPUTS = {
+    "argmax": {0}, "argmin": {0}, "argsort": {0}, "sort": {1}, "topk": {1}, "kthvalue": {1}, "mode": {1},
+    "median": {1}, "nanmedian": {1}, "max": {1}, "min": {1}, "cummax": {1}, "cummin": {1},
+    "unique": {1, 2}, "unique_consecutive": {1}, "max_pool1d_with_indices": {1},
+    "max_pool2d_with_indices": {1}, "max_pool3d_with_indices": {1}, "adaptive_max_pool1d": {1},
+    "adaptive_max_pool2d": {1}, "adaptive_max_pool3d": {1}, "max_pool1d": {1}, "max_pool2d": {1},
+    "max_pool3d": {1}, "fractional_max_pool2d": {1}, "fractional_max_pool3d": {1},
+    # ONNX
+    "ArgMax": {0}, "ArgMin": {0}, "TopK": {1}, "Unique": {1, 2}, "MaxPool": {1},
+}
+
+
+def op_base_name(op: str) -> str:
+    """'aten::max.dim' -> 'max', 'torch.Tensor.argmax' -> 'argmax', 'onnx::TopK' -> 'TopK'."""
+    if "::" in op:
+        base = op.split("::", 1)[1].split(".")[0]
+    else:
+        base = op.rsplit(".", 1)[-1]
+    if base.startswith("special_"):
+        base = base[len("special_"):]
+    return base.rstrip("_")
+
+
+def index_outputs(instance: Instance, n_outputs: int | None = None) -> set[int]:
+    """Output positions that must be compared by shape only (index outputs of argmax, sort, topk, max(dim), ...)."""
+    base = op_base_name(instance.op)
+    if instance.framework == "torch" and instance.op.startswith("nn::"):
+        # module classes: MaxPool2d(return_indices=True), AdaptiveMaxPool2d(...)
+        base = re.sub(r"(?<!^)(?=[A-Z])", "_", base).lower()  # MaxPool2d -> max_pool2d
+    positions = set(_INDEX_OUTPUTS.get(base, set()))
+    if instance.framework == "torch" and instance.call.get("kind") == "torch_fn":
+        fn = instance.call.get("fn", "").rsplit(".", 1)[-1]
+        positions |= _INDEX_OUTPUTS.get(fn.rstrip("_"), set())
+    if n_outputs is not None:
+        # max/min without dim return one value output: nothing to skip then
+        positions = {p for p in positions if p < n_outputs}
+    return positions

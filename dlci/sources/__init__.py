@@ -1,0 +1,262 @@
+"""Migration sources: turn the libraries' own test inputs into operator :class:`~dlci.instance.Instance` s.
+
+Each source is one small class registered in :data:`SOURCES` by :func:`register`. :func:`load` harvests a
+source once per (source, library versions, :data:`SOURCE_FORMAT`, limit, op filter) and caches the result on
+disk as ``<key>.jsonl`` (a header line with the stats, then one ``Instance.to_meta()`` per line) plus
+``<key>.npz`` (every instance's arrays under ``<index>/<array name>``).
+
+Nothing is dropped silently: every skipped item is counted under a reason in ``source.stats["skipped"]``.
+"""
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import os
+import tempfile
+import warnings
+import zipfile
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+
+from dlci.instance import Instance
+
+# Bump when the shape of harvested instances changes: old caches are then ignored.
+SOURCE_FORMAT = 1
+
+SOURCES: dict[str, type["Source"]] = {}
+
+
+def register(cls: type["Source"]) -> type["Source"]:
+    """Class decorator: add a source to :data:`SOURCES` under ``cls.name``."""
+    if not cls.name or cls.name in SOURCES and SOURCES[cls.name] is not cls:
+        raise ValueError(f"source name {cls.name!r} missing or taken")
+    SOURCES[cls.name] = cls
+    return cls
+
+
+class Source:
+    """A test-input source. Subclasses set the class attributes and implement :meth:`harvest`."""
+
+    name: str = ""
+    framework: str = ""  # torch | onnx | keras
+    description: str = ""
+    default_limit_per_op: int | None = None
+
+    def __init__(self, ops: Iterable[str] | None = None):
+        # ``ops``: only harvest these operators (canonical ids like "aten::add" or the library's own names)
+        self.ops = sorted(set(ops)) if ops else None
+        self.stats: dict[str, Any] = {"skipped": collections.Counter()}
+
+    # -- to implement ------------------------------------------------------------------------------
+    def library_versions(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def harvest(self, limit_per_op: int | None = None) -> Iterator[Instance]:
+        raise NotImplementedError
+
+    # -- helpers for subclasses --------------------------------------------------------------------
+    def cache_extra(self) -> dict:
+        """More cache-key material (e.g. the content hash of a test suite)."""
+        return {}
+
+    def skip(self, reason: str, n: int = 1) -> None:
+        self.stats["skipped"][reason] += n
+
+    def wanted(self, *names: str) -> bool:
+        return self.ops is None or any(n in self.ops for n in names if n)
+
+    def _code_hash(self) -> str:
+        # editing any harvesting code invalidates the caches too (SOURCE_FORMAT is for the deliberate bumps)
+        import inspect
+        h = hashlib.sha1()
+        files = sorted(Path(__file__).parent.glob("*.py"))
+        try:
+            files.append(Path(inspect.getfile(type(self))))  # sources defined elsewhere
+        except (TypeError, OSError):
+            pass
+        for f in files:
+            h.update(f.read_bytes())
+        return h.hexdigest()[:12]
+
+    def cache_key(self, limit_per_op: int | None) -> str:
+        material = {"source": self.name, "format": SOURCE_FORMAT, "versions": self.library_versions(),
+                    "limit": limit_per_op, "ops": self.ops, "extra": self.cache_extra(), "code": self._code_hash()}
+        digest = hashlib.sha1(json.dumps(material, sort_keys=True).encode()).hexdigest()[:16]
+        return f"{self.name}-{digest}"
+
+
+def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
+    if cache_dir is not None:
+        return Path(cache_dir)
+    env = os.environ.get("DLCI_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "dlci"
+
+
+def _source_object(source: "str | Source", ops) -> Source:
+    if isinstance(source, Source):
+        if ops is not None:
+            source.ops = sorted(set(ops))
+        return source
+    _import_builtin_sources()
+    try:
+        cls = SOURCES[source]
+    except KeyError:
+        raise KeyError(f"unknown source {source!r}; known: {sorted(SOURCES)}") from None
+    return cls(ops=ops)
+
+
+def load(name: "str | Source", *, cache_dir=None, limit_per_op: int | None = None, refresh: bool = False,
+         ops: Iterable[str] | None = None) -> list[Instance]:
+    """Harvest source ``name`` (a registered name or a :class:`Source` object), cached on disk."""
+    return load_with_stats(name, cache_dir=cache_dir, limit_per_op=limit_per_op, refresh=refresh, ops=ops)[0]
+
+
+def load_with_stats(name: "str | Source", *, cache_dir=None, limit_per_op: int | None = None,
+                    refresh: bool = False, ops: Iterable[str] | None = None) -> tuple[list[Instance], dict]:
+    """Like :func:`load`, also returning the harvest's stats (skip reasons, timings, ...)."""
+    src = _source_object(name, ops)
+    if limit_per_op is None:
+        limit_per_op = src.default_limit_per_op
+    root = cache_root(cache_dir)
+    key = src.cache_key(limit_per_op)
+    meta_path, npz_path = root / f"{key}.jsonl", root / f"{key}.npz"
+    if not refresh and meta_path.exists():
+        try:
+            return read_cache(meta_path, npz_path)
+        except Exception as e:  # noqa: BLE001 - any damage means: harvest again
+            warnings.warn(f"dlci: cache {meta_path} is unreadable ({type(e).__name__}: {e}); re-harvesting",
+                          RuntimeWarning, stacklevel=2)
+    import time
+    t0 = time.monotonic()
+    seen: set[str] = set()
+    instances = []
+    for inst in src.harvest(limit_per_op):
+        if inst.id in seen:
+            src.skip("duplicate")
+            continue
+        seen.add(inst.id)
+        instances.append(inst)
+    stats = _plain(src.stats)
+    stats["seconds"] = round(time.monotonic() - t0, 2)
+    stats["instances"] = len(instances)
+    stats["ops"] = len({i.op for i in instances})
+    stats["versions"] = src.library_versions()
+    write_cache(meta_path, npz_path, instances, stats)
+    return instances, stats
+
+
+def load_harvest(paths: Iterable[str | os.PathLike], *, name: str | None = None, cache_dir=None,
+                 limit_per_op: int | None = None, refresh: bool = False, ops: Iterable[str] | None = None,
+                 **harvest_options) -> list[Instance]:
+    """Instrument the pytest suite at ``paths`` (see :class:`dlci.sources.harvest.Harvest`), cached like :func:`load`."""
+    from dlci.sources.harvest import Harvest
+    src = Harvest(paths=list(paths), name=name, ops=ops, **harvest_options)
+    return load(src, cache_dir=cache_dir, limit_per_op=limit_per_op, refresh=refresh)
+
+
+def _plain(obj):
+    """Counters and tuples to plain JSON types."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+# -- the on-disk cache ---------------------------------------------------------------------------------
+
+def _file_sha1(path: Path) -> str:
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _atomic_tmp(path: Path) -> Path:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    return Path(tmp)
+
+
+def write_cache(meta_path: Path, npz_path: Path, instances: list[Instance], stats: dict) -> None:
+    """Write atomically: npz first, then the JSONL whose header names the npz's hash.
+
+    A reader that finds the JSONL therefore also finds the matching npz; a crash at any point leaves either the
+    old complete cache or none.
+    """
+    meta_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp_npz, tmp_meta = _atomic_tmp(npz_path), _atomic_tmp(meta_path)
+    try:
+        arrays = {}
+        for i, inst in enumerate(instances):
+            for k, a in inst.arrays.items():
+                if a.dtype == object:
+                    raise TypeError(f"{inst.id}: object array {k} cannot be cached")
+                arrays[f"{i}/{k}"] = a
+        with open(tmp_npz, "wb") as f:
+            np.savez(f, **arrays)
+        header = {"$header": {"format": SOURCE_FORMAT, "count": len(instances), "npz_sha1": _file_sha1(tmp_npz),
+                              "stats": stats}}
+        with open(tmp_meta, "w") as f:
+            f.write(json.dumps(header) + "\n")
+            for inst in instances:
+                f.write(json.dumps(inst.to_meta()) + "\n")
+        for t in (tmp_npz, tmp_meta):
+            os.chmod(t, 0o644)  # mkstemp makes 0600; a shared cache dir should stay readable
+        os.replace(tmp_npz, npz_path)
+        os.replace(tmp_meta, meta_path)
+    finally:
+        for t in (tmp_npz, tmp_meta):
+            if t.exists():
+                t.unlink()
+
+
+def read_cache(meta_path: Path, npz_path: Path) -> tuple[list[Instance], dict]:
+    with open(meta_path) as f:
+        lines = f.read().splitlines()
+    header = json.loads(lines[0])["$header"]
+    if header["format"] != SOURCE_FORMAT or header["count"] != len(lines) - 1:
+        raise ValueError("truncated or foreign cache")
+    if _file_sha1(npz_path) != header["npz_sha1"]:
+        raise ValueError("arrays file does not match the metadata")
+    per_instance: dict[int, dict[str, np.ndarray]] = collections.defaultdict(dict)
+    try:
+        with np.load(npz_path, allow_pickle=False) as npz:
+            for key in npz.files:
+                idx, name = key.split("/", 1)
+                per_instance[int(idx)][name] = npz[key]
+    except zipfile.BadZipFile as e:
+        raise ValueError(str(e)) from e
+    instances = []
+    for i, line in enumerate(lines[1:]):
+        meta = json.loads(line)
+        inst = Instance.from_meta(meta, per_instance.get(i, {}))
+        instances.append(inst)
+    return instances, header["stats"]
+
+
+def summary(instances: Iterable[Instance]) -> dict:
+    """Per-operator instance counts (plus totals) of a harvest."""
+    instances = list(instances)
+    per_op = collections.Counter(i.op for i in instances)
+    per_fw = collections.Counter(i.framework for i in instances)
+    return {"instances": sum(per_op.values()), "ops": len(per_op), "per_op": dict(sorted(per_op.items())),
+            "per_framework": dict(per_fw)}
+
+
+def stable_seed(*parts: str) -> int:
+    """A seed that depends only on the given names (never on hash randomisation or order of harvest)."""
+    return int.from_bytes(hashlib.sha1("\0".join(parts).encode()).digest()[:4], "little") & 0x7FFFFFFF
+
+
+def _import_builtin_sources() -> None:
+    # The built-in sources register themselves on import; imported lazily because torch/onnx/keras are heavy.
+    from dlci.sources import harvest, modules, onnx_node, opinfo  # noqa: F401
+
+
+__all__ = ["SOURCES", "SOURCE_FORMAT", "Source", "register", "load", "load_with_stats", "load_harvest", "summary",
+           "cache_root", "stable_seed"]

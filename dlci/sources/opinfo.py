@@ -1,0 +1,237 @@
+"""``opinfo``: PyTorch's OpInfo database (``common_methods_invocations.op_db``) as operator instances.
+
+Per OpInfo: ``sample_inputs`` and ``reference_inputs`` in float32 (plus a few int64 / bool samples where the
+OpInfo supports them), generated under ``torch.manual_seed(stable_seed(op))``. Every kept sample was run twice
+through its rebuilt recipe (:func:`dlci.sources.rebuild.torch_call`) to prove it rebuilds, is deterministic,
+returns tensors and leaves its inputs untouched.
+"""
+from __future__ import annotations
+
+import random
+import re
+from typing import Iterator
+
+import numpy as np
+
+from dlci.instance import Instance, Origin, TensorSpec
+from dlci.sources import Source, register, stable_seed
+from dlci.sources._common import (Slots, Unencodable, dist_version, encode, outputs_equal, params_of, tensor_leaves,
+                                  try_resolve)
+
+# Sampling ops, whose outputs are draws rather than functions of the inputs (name tokens of OpInfo names).
+_RANDOM_NAME = re.compile(r"(^|[._])(bernoulli|normal|rand\w*|dropout\w*|\w*_dropout|multinomial|uniform|"
+                          r"exponential|geometric|cauchy|log_normal|poisson|rrelu|random\w*|"
+                          r"fractional_max_pool\w*)($|[._])")
+_EXTRA_DTYPES = ("int64", "bool")
+
+
+def op_id(op) -> str:
+    """``aten::<name>``: OpInfo's aten_name with python namespaces turned into aten's spelling."""
+    name = op.aten_name or op.name
+    if name.startswith("nn.functional."):
+        name = name[len("nn.functional."):]
+    return "aten::" + name.replace(".", "_")
+
+
+def fn_path(op) -> str | None:
+    """A public dotted path that imports to exactly ``op.op``, or None."""
+    import torch
+    f = op.op
+    cands = [f"torch.{op.name}"]
+    name, mod, qual = (getattr(f, a, None) for a in ("__name__", "__module__", "__qualname__"))
+    if isinstance(mod, str) and isinstance(qual, str) and "<" not in qual:
+        cands.append(f"{mod}.{qual}")
+    if isinstance(name, str) and "<" not in name:
+        for prefix, ns in (("fft_", "torch.fft"), ("linalg_", "torch.linalg"), ("special_", "torch.special")):
+            if name.startswith(prefix):
+                cands.append(f"{ns}.{name[len(prefix):]}")
+        cands += [f"{ns}.{name}" for ns in ("torch", "torch.nn.functional", "torch.special", "torch.linalg",
+                                            "torch.fft", "torch.Tensor")]
+    cands.append(f"torch.Tensor.{op.name}")
+    if isinstance(f, torch._ops.OpOverloadPacket):
+        cands.append("torch.ops." + f._qualified_op_name.replace("::", "."))
+    elif isinstance(f, torch._ops.OpOverload):
+        cands.append("torch.ops." + str(f))
+    for c in cands:
+        # test-internal helpers would need torch's test tree in every worker: not a public operator
+        if "testing._internal" not in c and try_resolve(c) is f:
+            return c
+    return None
+
+
+def is_random(op) -> bool:
+    import torch
+    if _RANDOM_NAME.search(op.name) or _RANDOM_NAME.search(op.variant_test_name or ""):
+        return True
+    packet = getattr(torch.ops.aten, op_id(op).split("::", 1)[1], None)
+    try:
+        overloads = [getattr(packet, o) for o in packet.overloads()] if packet is not None else []
+    except Exception:  # noqa: BLE001 - odd packets: decide by name only
+        overloads = []
+    return any(torch.Tag.nondeterministic_seeded in o.tags for o in overloads)
+
+
+@register
+class OpInfoSource(Source):
+    name = "opinfo"
+    framework = "torch"
+    description = "PyTorch OpInfo sample_inputs / reference_inputs (torch.testing._internal op_db)"
+    default_limit_per_op = 24
+    max_elements = 100_000  # per instance, all inputs together
+
+    def library_versions(self) -> dict[str, str]:
+        return {"torch": dist_version("torch")}
+
+    def skip_reason(self, op) -> str | None:
+        import torch
+        if op.name.endswith("_") and not op.name.endswith("__") or "inplace" in op.variant_test_name \
+                or "in_place" in op.variant_test_name:
+            return "op:inplace"
+        if op.is_factory_function:
+            return "op:factory"
+        if is_random(op):
+            return "op:random"
+        if not op.supports_dtype(torch.float32, "cpu"):
+            return "op:no-float32"
+        return None
+
+    def harvest(self, limit_per_op: int | None = None) -> Iterator[Instance]:
+        import warnings
+        from dlci.sources._torch_testing import op_db
+        cap = limit_per_op if limit_per_op is not None else self.default_limit_per_op
+        self.stats.setdefault("ops_seen", 0)
+        for op in op_db():
+            # collect per op so that the warnings filter never leaks to the consumer between yields
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # deprecation chatter of sample generators, not findings
+                batch = list(self._op(op, cap))
+            yield from batch
+
+    def _op(self, op, cap: int) -> Iterator[Instance]:
+        variant = op.variant_test_name or ""
+        oid = op_id(op)
+        if not self.wanted(oid, op.name, f"{op.name}.{variant}" if variant else ""):
+            return
+        self.stats["ops_seen"] += 1
+        reason = self.skip_reason(op)
+        path = None if reason else fn_path(op)
+        if reason is None and path is None:
+            reason = "op:unresolvable-fn"
+        if reason:
+            self.skip(reason)
+            return
+        yield from self._op_instances(op, oid, path, cap)
+
+    def _op_instances(self, op, oid: str, path: str, cap: int) -> Iterator[Instance]:
+        import torch
+        variant = op.variant_test_name or ""
+        seed = stable_seed("opinfo", op.name, variant)
+        supported = {str(d).replace("torch.", "") for d in op.supported_dtypes("cpu")}
+        extra = {d: min(3, cap // 8) for d in _EXTRA_DTYPES if d in supported}
+        n_float = cap - sum(extra.values())
+        n_ref = n_float // 3 if op.reference_inputs_func is not None else 0
+        seen: set[str] = set()
+        kept = 0
+
+        def start(factory, dtype, kind):
+            # seed every generator: a sample depends only on (op, dtype, kind) and the order taken below
+            torch.manual_seed(seed); random.seed(seed); np.random.seed(seed)
+            label = kind if dtype is torch.float32 else f"{kind}-{str(dtype).replace('torch.', '')}"
+            return [enumerate(factory("cpu", dtype, requires_grad=False)), label]
+
+        def take(gen, quota) -> Iterator[Instance]:
+            nonlocal kept
+            got = 0
+            while got < quota and kept < cap and gen[0] is not None:
+                try:
+                    k, sample = next(gen[0])
+                except StopIteration:
+                    gen[0] = None
+                    return
+                except Exception as e:  # noqa: BLE001 - a broken generator loses that op's remaining samples only
+                    self.skip(f"generator-error:{type(e).__name__}")
+                    gen[0] = None
+                    return
+                inst = self._instance(op, oid, path, sample, gen[1], k, seed, seen)
+                if inst is not None:
+                    got += 1
+                    kept += 1
+                    yield inst
+
+        samples = start(op.sample_inputs, torch.float32, "sample")
+        yield from take(samples, n_float - n_ref)
+        if n_ref:
+            yield from take(start(op.reference_inputs, torch.float32, "reference"), n_ref)
+        # few reference inputs: go on with the same sample generator (regenerating would only yield duplicates)
+        yield from take(samples, n_float - kept)
+        for dname, n in extra.items():
+            if n:
+                yield from take(start(op.sample_inputs, getattr(torch, dname), "sample"), n)
+
+    def _instance(self, op, oid, path, sample, kind, k, seed, seen: set) -> Instance | None:
+        import torch
+        slots = Slots()
+        try:
+            if not any(isinstance(t, torch.Tensor) for t in _flat(sample.input)):
+                raise Unencodable("no-tensor-input")
+            args = [encode(sample.input, slots)] + [encode(a, slots) for a in sample.args]
+            kwargs = {name: encode(v, slots) for name, v in sample.kwargs.items()}
+            if sum(a.size for a in slots.arrays) > self.max_elements:
+                # reference inputs include exhaustive value grids of millions of elements: too big to ship around
+                raise Unencodable("too-large")
+        except Unencodable as e:
+            self.skip(e.reason)
+            return None
+        variant = op.variant_test_name or ""
+        inst = Instance(
+            op=oid, framework="torch",
+            call={"kind": "torch_fn", "fn": path, "args": args, "kwargs": kwargs},
+            inputs=[TensorSpec.of(a) for a in slots.arrays],
+            params=params_of(args, kwargs),
+            origin=Origin("opinfo", f"op_db:{op.name}[{variant}]#{k} {kind}", f"torch {torch.__version__}"),
+            seed=seed,
+            arrays={f"in:{i}": a for i, a in enumerate(slots.arrays)},
+        )
+        if inst.id in seen:  # before the (costly) check run
+            self.skip("duplicate")
+            return None
+        seen.add(inst.id)
+        reason = check_torch_instance(inst)
+        if reason:
+            self.skip(reason)
+            return None
+        return inst
+
+
+def _flat(x):
+    if isinstance(x, (list, tuple)):
+        for v in x:
+            yield from _flat(v)
+    else:
+        yield x
+
+
+def check_torch_instance(inst: Instance) -> str | None:
+    """Run the rebuilt call twice: a skip reason, or None when it is a usable instance."""
+    import torch
+    from dlci.sources.rebuild import torch_call
+    try:
+        module, xs = torch_call(inst)
+        with torch.no_grad():
+            out1 = module(*xs)
+            leaves = tensor_leaves(out1)
+            if leaves is None:
+                return "non-tensor-output"
+            if any(not isinstance(t, torch.Tensor) or t.layout != torch.strided for t in leaves):
+                return "non-strided-output"
+            out1 = [t.clone() for t in leaves]
+            if any(not np.array_equal(x.numpy(), a, equal_nan=x.dtype.is_floating_point)
+                   for x, a in zip(xs, inst.input_arrays())):
+                return "mutates-input"
+            module, xs = torch_call(inst)
+            out2 = tensor_leaves(module(*xs))
+    except Exception as e:  # noqa: BLE001 - the sample does not run as a standalone call
+        return f"call-error:{type(e).__name__}"
+    if not outputs_equal(out1, out2):
+        return "nondeterministic-output"
+    return None

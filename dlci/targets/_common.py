@@ -1,0 +1,39 @@
+"""Helpers shared by targets: exception chains and the 'unsupported' message shapes."""
+from __future__ import annotations
+
+import re
+import traceback
+from typing import Iterator
+
+# an explicit rejection: "X is not supported", "Unsupported dtype ...", "not implemented for ..."
+NOT_SUPPORTED = re.compile(r"\bnot (yet )?supported\b|\bunsupported\b|\bnot (yet )?implemented\b", re.I)
+
+
+def chain(exc: BaseException) -> Iterator[BaseException]:
+    """The exception and its causes/contexts."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def raised_in(exc: BaseException, prefixes: tuple[str, ...]) -> bool:
+    """Was the exception raised by code under one of these module prefixes (its innermost frame)?"""
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb
+        tb = tb.tb_next
+    if last is None:
+        return False
+    mod = last.tb_frame.f_globals.get("__name__", "")
+    return any(mod == p or mod.startswith(p + ".") for p in prefixes)
+
+
+def type_name(exc: BaseException) -> str:
+    return type(exc).__name__
+
+
+def format_exc(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))

@@ -1,0 +1,126 @@
+"""OpenVINO targets: one per frontend (pytorch, exported program, onnx, tf, tflite); CPU plugin with f32 precision."""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from typing import Any, Sequence
+
+import numpy as np
+
+from dlci.targets import register
+from dlci.targets._common import NOT_SUPPORTED, chain
+from dlci.targets.base import Target
+
+# frontends list ops they have no translator for: "-- No conversion rule found for operations: aten::i0";
+# the TFLite frontend says "No translator found for BUCKETIZE node."
+_NO_RULE = re.compile(r"No conversion rule found for operations?|No translator found for \S+ node")
+# the CPU plugin rejecting an op/precision/mode it lacks
+_PLUGIN = re.compile(r"Unsupported operation of type|from unsupported opset|doesn't support|"
+                     r"Unsupported precision|has unsupported precision", re.I)
+
+
+class _OpenVINO(Target):
+    package = "openvino"
+    modules = ("openvino",)
+
+    def is_unsupported(self, exc: BaseException, stage: str) -> bool:
+        for e in chain(exc):
+            msg = str(e)
+            if _NO_RULE.search(msg):
+                return True
+            if stage == "convert" and type(e).__name__ == "OpConversionFailure" and NOT_SUPPORTED.search(msg):
+                return True  # a translator that explicitly rejects an attribute value or dtype
+            if stage == "compile" and (_PLUGIN.search(msg) or NOT_SUPPORTED.search(msg)):
+                return True
+        return False
+
+    def compile(self, model: Any) -> Any:
+        import openvino as ov
+        # f32 hint: otherwise this CPU computes in bf16 and every test reports false mismatches
+        return ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+
+    def run(self, compiled: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        req = compiled.create_infer_request()
+        res = req.infer([np.ascontiguousarray(x) for x in inputs])
+        # copies: the results alias the request's buffers
+        return [np.array(res[out], copy=True) for out in compiled.outputs]
+
+
+def static_shapes(model: Any, inputs: Sequence[np.ndarray]) -> Any:
+    """Pin dynamic input dims to the test's shapes: the torch frontends leave them dynamic, and the CPU plugin then
+    rejects e.g. convolutions with dynamic weights, which would test nothing of the operator."""
+    import openvino as ov
+    params = model.inputs
+    if len(params) == len(inputs) and any(p.get_partial_shape().is_dynamic for p in params):
+        model.reshape({p: ov.PartialShape(list(x.shape)) for p, x in zip(params, inputs)})
+    return model
+
+
+def _torch_example(inputs: Sequence[np.ndarray]) -> tuple:
+    from dlci.models.convert import np_to_torch
+    return tuple(np_to_torch(x) for x in inputs)
+
+
+@register
+class OpenVINOPyTorch(_OpenVINO):
+    name = "openvino.pytorch"
+    frameworks = ("torch",)
+    form = "torch_module"
+
+    def convert(self, module: Any, inputs: Sequence[np.ndarray]) -> Any:
+        import openvino as ov
+        return static_shapes(ov.convert_model(module, example_input=_torch_example(inputs)), inputs)
+
+
+@register
+class OpenVINOExportedProgram(_OpenVINO):
+    name = "openvino.exported_program"
+    frameworks = ("torch",)
+    form = "exported_program"
+
+    def convert(self, ep: Any, inputs: Sequence[np.ndarray]) -> Any:
+        import openvino as ov
+        return static_shapes(ov.convert_model(ep), inputs)
+
+
+def _via_file(data: bytes, suffix: str) -> Any:
+    import openvino as ov
+    fd, path = tempfile.mkstemp(suffix=suffix, prefix="dlci-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return ov.convert_model(path)
+    finally:
+        os.unlink(path)
+
+
+@register
+class OpenVINOONNX(_OpenVINO):
+    name = "openvino.onnx"
+    frameworks = ("torch", "onnx")
+    form = "onnx"
+
+    def convert(self, model: Any, inputs: Sequence[np.ndarray]) -> Any:
+        return _via_file(model.SerializeToString(), ".onnx")
+
+
+@register
+class OpenVINOTF(_OpenVINO):
+    name = "openvino.tf"
+    frameworks = ("keras",)
+    form = "saved_model"
+
+    def convert(self, saved_model: Any, inputs: Sequence[np.ndarray]) -> Any:
+        import openvino as ov
+        return ov.convert_model(os.fspath(saved_model))
+
+
+@register
+class OpenVINOTFLite(_OpenVINO):
+    name = "openvino.tflite"
+    frameworks = ("keras",)
+    form = "tflite"
+
+    def convert(self, buf: bytes, inputs: Sequence[np.ndarray]) -> Any:
+        return _via_file(buf, ".tflite")

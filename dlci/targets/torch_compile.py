@@ -1,0 +1,92 @@
+"""PyTorch's own compilers: torch.compile (dynamo + inductor) and torch.onnx (dynamo exporter, run by ORT)."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from dlci.models.convert import flatten_outputs, np_to_torch
+from dlci.targets import register
+from dlci.targets._common import chain
+from dlci.targets.base import Target
+from dlci.targets.onnxruntime import ort_run, ort_session, ort_unsupported
+
+
+class _Compiled:
+    """A torch.compile'd module plus the inputs of its first (compiling) call."""
+
+    def __init__(self, fn, inputs):
+        self.fn, self.inputs = fn, inputs
+
+
+def _dynamo_unsupported(e: BaseException) -> bool:
+    try:
+        from torch._dynamo.exc import Unsupported
+    except ImportError:
+        return False
+    return isinstance(e, Unsupported)
+
+
+@register
+class TorchCompile(Target):
+    name = "torch.compile"
+    frameworks = ("torch",)
+    form = "torch_module"
+    package = "torch"
+    modules = ("torch._dynamo", "torch._inductor", "torch._functorch", "torch.fx")
+
+    def is_unsupported(self, exc: BaseException, stage: str) -> bool:
+        # fullgraph=True turns a graph break (an op dynamo cannot trace) into torch._dynamo.exc.Unsupported
+        return any(_dynamo_unsupported(e) for e in chain(exc))
+
+    def convert(self, module: Any, inputs: Sequence[np.ndarray]) -> Any:
+        import torch
+        import torch._dynamo
+        import torch._inductor.config as cfg
+        torch._dynamo.reset()  # no guards/graphs left over from the previous test
+        cfg.compile_threads = 1
+        cfg.fallback_random = True  # eager RNG: random ops then match the seeded reference
+        # fullgraph: a graph break would silently run the op in eager mode and test nothing
+        return _Compiled(torch.compile(module, backend="inductor", fullgraph=True), inputs)
+
+    def compile(self, c: _Compiled) -> Any:
+        import torch
+        with torch.no_grad():
+            c.fn(*[np_to_torch(x) for x in c.inputs])  # dynamo and inductor compile on the first call
+        return c
+
+    def run(self, c: _Compiled, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        import torch
+        with torch.no_grad():
+            return flatten_outputs(c.fn(*[np_to_torch(x) for x in inputs]))
+
+
+@register
+class TorchONNX(Target):
+    name = "torch.onnx"
+    frameworks = ("torch",)
+    form = "torch_module"
+    package = "torch"
+    modules = ("torch.onnx", "onnxscript", "onnx_ir")
+
+    def is_unsupported(self, exc: BaseException, stage: str) -> bool:
+        if stage != "convert":
+            return ort_unsupported(exc)
+        for e in chain(exc):
+            name, msg = type(e).__name__, str(e)
+            # DispatchError: "No ONNX function found for <OpOverload(op='aten.kthvalue', ...)>"
+            if name == "DispatchError" or "No ONNX function found" in msg or "Unsupported FX nodes" in msg:
+                return True
+            if _dynamo_unsupported(e):  # torch.export could not capture the call: nothing to convert
+                return True
+        return False
+
+    def convert(self, module: Any, inputs: Sequence[np.ndarray]) -> Any:
+        from dlci.models import export_onnx
+        return export_onnx(module, [np_to_torch(x) for x in inputs])
+
+    def compile(self, model: Any) -> Any:
+        return ort_session(model)
+
+    def run(self, sess: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return ort_run(sess, inputs)

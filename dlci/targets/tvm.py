@@ -1,0 +1,95 @@
+"""Apache TVM (Relax) targets: one per frontend entry point; all compile for llvm and run on the Relax VM."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from dlci.models.convert import flatten_outputs
+from dlci.targets import register
+from dlci.targets._common import NOT_SUPPORTED, chain, raised_in
+from dlci.targets.base import Target
+
+
+class _TVM(Target):
+    package = "apache-tvm"
+    modules = ("tvm",)
+
+    def is_unsupported(self, exc: BaseException, stage: str) -> bool:
+        import tvm.error
+        for e in chain(exc):
+            # OpNotImplemented: ops missing from the ONNX/TFLite convert maps; AttributeUnImplemented: attr values
+            if isinstance(e, (tvm.error.OpNotImplemented, tvm.error.OpAttributeUnImplemented)):
+                return True
+        if stage != "convert" or not raised_in(exc, ("tvm",)):
+            return False
+        msg = str(exc)
+        # torch translators: `assert not missing, f"Unsupported function types [...]"` and friends
+        if msg.startswith(("Unsupported function types", "Unsupported module type", "Unsupported function target")):
+            return True
+        # explicit rejections of a dtype/attribute value: "Unsupported rounding_mode: ...", "... not supported"
+        return isinstance(exc, (ValueError, TypeError, NotImplementedError, AssertionError)) and bool(
+            NOT_SUPPORTED.search(msg))
+
+    def compile(self, mod: Any) -> Any:
+        import tvm
+        ex = tvm.compile(mod, target="llvm")
+        return tvm.relax.VirtualMachine(ex, tvm.cpu())
+
+    def run(self, vm: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        import tvm
+        out = vm["main"](*[tvm.runtime.tensor(np.ascontiguousarray(x)) for x in inputs])
+        # a single Tensor or an Array (possibly nested): both flatten to the list of outputs
+        return flatten_outputs(out)
+
+
+@register
+class TVMFromExportedProgram(_TVM):
+    name = "tvm.from_exported_program"
+    frameworks = ("torch",)
+    form = "exported_program"
+
+    def convert(self, ep: Any, inputs: Sequence[np.ndarray]) -> Any:
+        from tvm.relax.frontend.torch import from_exported_program
+        return from_exported_program(ep)
+
+
+@register
+class TVMFromFX(_TVM):
+    name = "tvm.from_fx"
+    frameworks = ("torch",)
+    form = "fx_graph"
+
+    def convert(self, gm: Any, inputs: Sequence[np.ndarray]) -> Any:
+        from tvm.relax.frontend.torch import from_fx
+        info = getattr(gm, "dlci_input_info", None) or [(list(x.shape), str(x.dtype)) for x in inputs]
+        return from_fx(gm, [(tuple(s), d) for s, d in info])
+
+
+@register
+class TVMFromONNX(_TVM):
+    name = "tvm.from_onnx"
+    frameworks = ("torch", "onnx")
+    form = "onnx"
+
+    def convert(self, model: Any, inputs: Sequence[np.ndarray]) -> Any:
+        from tvm.relax.frontend.onnx import from_onnx
+        from dlci.models import onnx_input_names
+        names = onnx_input_names(model)
+        # concrete shapes: instances are static, and symbolic dims would only test shape inference
+        shape_dict = {n: list(x.shape) for n, x in zip(names, inputs)}
+        dtype_dict = {n: str(x.dtype) for n, x in zip(names, inputs)}
+        return from_onnx(model, shape_dict=shape_dict, dtype_dict=dtype_dict)
+
+
+@register
+class TVMFromTFLite(_TVM):
+    name = "tvm.from_tflite"
+    frameworks = ("keras",)
+    form = "tflite"
+
+    def convert(self, buf: bytes, inputs: Sequence[np.ndarray]) -> Any:
+        import tflite
+        from tvm.relax.frontend.tflite import from_tflite
+        model = tflite.Model.GetRootAsModel(buf, 0)
+        return from_tflite(model)

@@ -1,0 +1,135 @@
+"""One test: one instance through one target, in-process, classified into an Outcome.
+
+Stages: reference (cached per instance), model (form, cached), convert, compile, run (each timed and announced to
+``stage_hook`` first so that a sandbox can attribute a segfault to its stage), compare.
+"""
+from __future__ import annotations
+
+import re
+import time
+from typing import Callable
+
+import numpy as np
+
+from dlci import models
+from dlci.instance import Instance
+from dlci.outcome import CRASH, INCONSISTENT, INVALID, PASS, UNSUPPORTED, Outcome
+from dlci.targets import get
+from dlci.targets._common import format_exc
+
+MESSAGE_LINES = 8
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# location boilerplate of OpenVINO's C++ exceptions: the informative lines come after it
+_BOILERPLATE = re.compile(r"^(Exception from src/|Check '.*' failed at |FrontEnd API failed with |"
+                          r"Model wasn't fully converted|Summary:\s*$)")
+
+
+def _first_lines(text: str, n: int = MESSAGE_LINES) -> str:
+    text = _ANSI.sub("", text)
+    if "## Exception summary" in text:  # torch.onnx: the summary names the failing op; the preamble is generic
+        text = text.split("## Exception summary", 1)[1]
+    lines = [ln for ln in text.strip().splitlines() if ln.strip() and not _BOILERPLATE.match(ln.strip())]
+    return "\n".join(lines[:n])
+
+
+def _as_output_array(x, like: np.ndarray | None) -> np.ndarray:
+    """A target output as a numpy array (0-d for scalars): never a Python scalar or a foreign tensor."""
+    a = np.asarray(x)
+    if like is not None and a.dtype == object:
+        a = a.astype(like.dtype)
+    return a
+
+
+def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str], None] | None = None) -> Outcome:
+    target = get(target_name)
+    out = Outcome(instance_id=instance.id, op=instance.op, target=target_name, status=PASS)
+    hook = stage_hook or (lambda stage: None)
+    t_start = time.perf_counter()
+
+    def finish() -> Outcome:
+        out.seconds = time.perf_counter() - t_start
+        return out
+
+    if instance.framework not in target.frameworks:
+        out.status, out.stage, out.symptom = INVALID, "model", "framework"
+        out.message = f"{target_name} does not accept {instance.framework} instances"
+        return finish()
+
+    # reference
+    hook("reference")
+    t = time.perf_counter()
+    try:
+        ref, ref64 = models.reference(instance)
+    except Exception as e:
+        out.status, out.stage, out.symptom = INVALID, "reference", type(e.__cause__ or e).__name__
+        out.message, out.traceback = _first_lines(str(e)), format_exc(e)
+        return finish()
+    finally:
+        out.timings["reference"] = time.perf_counter() - t
+
+    # model form
+    hook("model")
+    t = time.perf_counter()
+    try:
+        model = models.build(instance, target.form)
+    except Exception as e:
+        out.status, out.stage, out.symptom = INVALID, "model", type(e.__cause__ or e).__name__
+        out.message, out.traceback = _first_lines(str(e)), format_exc(e)
+        return finish()
+    finally:
+        out.timings["model"] = time.perf_counter() - t
+
+    # convert / compile / run: the target under test
+    inputs = [np.array(a, copy=True) for a in instance.input_arrays()]  # a target may write into its inputs
+    value = model
+    for stage in ("convert", "compile", "run"):
+        hook(stage)
+        models.seed_all(instance.seed)
+        t = time.perf_counter()
+        try:
+            with models.quiet():
+                if stage == "convert":
+                    value = target.convert(value, inputs)
+                elif stage == "compile":
+                    value = target.compile(value)
+                else:
+                    value = target.run(value, [np.array(x, copy=True) for x in inputs])
+        except Exception as e:
+            out.stage = stage
+            out.symptom = type(e).__name__
+            out.message, out.traceback = _first_lines(str(e)), format_exc(e)
+            try:
+                unsupported = target.is_unsupported(e, stage)
+            except Exception:  # a broken classifier must not hide the crash
+                unsupported = False
+            out.status = UNSUPPORTED if unsupported else CRASH
+            return finish()
+        finally:
+            out.timings[stage] = time.perf_counter() - t
+
+    # compare
+    hook("compare")
+    t = time.perf_counter()
+    try:
+        from dlci.oracles.compare import compare_outputs
+        got = [_as_output_array(g, ref[i] if i < len(ref) else None) for i, g in enumerate(value)]
+        verdict = compare_outputs(got, ref, ref64, skip_values=models.index_outputs(instance, len(ref)))
+    except Exception as e:  # an oracle failure is ours, not the target's: the test is invalid
+        out.status, out.stage, out.symptom = INVALID, "compare", type(e).__name__
+        out.message, out.traceback = _first_lines(str(e)), format_exc(e)
+        return finish()
+    finally:
+        out.timings["compare"] = time.perf_counter() - t
+    if verdict is not None:
+        out.status, out.stage = INCONSISTENT, "compare"
+        out.symptom = verdict.get("symptom", "value mismatch")
+        out.message = verdict.get("message", "")
+        out.distance = verdict.get("distance")
+    return finish()
+
+
+def execute_job(instance: Instance, target_name: str, *, stage_hook: Callable[[str], None] | None = None) -> dict:
+    """Entry point for the sandboxed workers (dlci.exec): the Outcome as plain data."""
+    return execute(instance, target_name, stage_hook=stage_hook).to_dict()

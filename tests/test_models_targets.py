@@ -1,0 +1,223 @@
+"""Model templates, targets and testcase.execute against the real frameworks (no mocks)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dlci import models
+from dlci.instance import Instance, Origin, TensorSpec
+from dlci.outcome import INCONSISTENT, INVALID, PASS, UNSUPPORTED
+from dlci.targets import TARGETS, available_targets, get
+from dlci.testcase import execute
+
+RNG = np.random.default_rng(0)
+
+
+def torch_fn(fn: str, arrays, args=None, kwargs=None, op=None) -> Instance:
+    args = args if args is not None else [{"$t": i} for i in range(len(arrays))]
+    return Instance(op=op or "aten::" + fn.rsplit(".", 1)[-1], framework="torch",
+                    call={"kind": "torch_fn", "fn": fn, "args": args, "kwargs": kwargs or {}},
+                    inputs=[TensorSpec.of(a) for a in arrays], params={}, origin=Origin("test", "hand"),
+                    arrays={f"in:{i}": a for i, a in enumerate(arrays)})
+
+
+def onnx_node(op_type: str, arrays, attrs=None, expected=None, out_shape=None, opset=21) -> Instance:
+    import onnx
+    from onnx import helper
+    elem = onnx.helper.np_dtype_to_tensor_dtype(arrays[0].dtype)
+    ins = [helper.make_tensor_value_info(f"x{i}", onnx.helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
+           for i, a in enumerate(arrays)]
+    out = helper.make_tensor_value_info("y", elem, out_shape)
+    graph = helper.make_graph([helper.make_node(op_type, [f"x{i}" for i in range(len(arrays))], ["y"],
+                                                **(attrs or {}))], "g", ins, [out])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    named = {f"in:{i}": a for i, a in enumerate(arrays)}
+    named["model"] = np.frombuffer(model.SerializeToString(), dtype=np.uint8)
+    for i, e in enumerate(expected or []):
+        named[f"expected:{i}"] = e
+    return Instance(op=f"onnx::{op_type}", framework="onnx", call={"kind": "onnx_model"},
+                    inputs=[TensorSpec.of(a) for a in arrays], params=attrs or {}, origin=Origin("test", "hand"),
+                    arrays=named)
+
+
+def keras_layer(cls: str, config: dict, arrays, weights=None, args=None) -> Instance:
+    named = {f"in:{i}": a for i, a in enumerate(arrays)}
+    for i, w in enumerate(weights or []):
+        named[f"weight:{i}"] = w
+    call = {"kind": "keras_layer", "cls": cls, "config": config}
+    if args is not None:
+        call["args"] = args
+    return Instance(op="keras::" + cls.rsplit(".", 1)[-1], framework="keras", call=call,
+                    inputs=[TensorSpec.of(a) for a in arrays], params={}, origin=Origin("test", "hand"), arrays=named)
+
+
+X4 = RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)
+W4 = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
+ELU = torch_fn("torch.nn.functional.elu", [X4], args=[{"$t": 0}], kwargs={"alpha": 0.7})
+CONV = Instance(op="nn::Conv2d", framework="torch",
+                call={"kind": "torch_module", "cls": "torch.nn.Conv2d", "args": [3, 4, 3], "kwargs": {"padding": 1},
+                      "forward_args": [{"$t": 0}], "forward_kwargs": {}},
+                inputs=[TensorSpec.of(X4)], params={}, origin=Origin("test", "hand"),
+                arrays={"in:0": X4, "state:weight": W4, "state:bias": RNG.standard_normal(4).astype(np.float32)})
+XR = RNG.standard_normal((3, 4)).astype(np.float32)
+RELU = onnx_node("Relu", [XR], expected=[np.maximum(XR, 0)])
+XD = RNG.standard_normal((2, 5)).astype(np.float32)
+DENSE = keras_layer("keras.layers.Dense", {"units": 4, "activation": "tanh"}, [XD],
+                    weights=[RNG.standard_normal((5, 4)).astype(np.float32), RNG.standard_normal(4).astype(np.float32)])
+SUB = keras_layer("keras.layers.Subtract", {}, [XD, 2 * XD + 1], args=[[{"$t": 0}, {"$t": 1}]])
+
+TORCH_TARGETS = [n for n, t in TARGETS.items() if "torch" in t.frameworks]
+ONNX_TARGETS = [n for n, t in TARGETS.items() if "onnx" in t.frameworks]
+KERAS_TARGETS = [n for n, t in TARGETS.items() if "keras" in t.frameworks]
+RUN_STAGES = {"reference", "model", "convert", "compile", "run", "compare"}
+
+
+def _assert_pass(o):
+    assert o.status == PASS, (o.target, o.stage, o.symptom, o.message, o.traceback[-2000:])
+    assert RUN_STAGES <= set(o.timings), o.timings
+    assert all(v >= 0 for v in o.timings.values())
+    assert o.seconds >= sum(o.timings.values()) * 0.99
+
+
+def test_registry():
+    assert set(TARGETS) >= {"tvm.from_exported_program", "tvm.from_fx", "tvm.from_onnx", "tvm.from_tflite",
+                            "openvino.pytorch", "openvino.exported_program", "openvino.onnx", "openvino.tf",
+                            "openvino.tflite", "onnxruntime", "torch.compile", "torch.onnx", "tf.lite", "tf.xla"}
+    assert set(available_targets()) == set(TARGETS)  # the pinned venv has every package
+    assert "tvm.from_tflite" not in available_targets("torch")
+    for t in TARGETS.values():
+        assert t.form in models.FORMS and t.modules and t.version()
+    with pytest.raises(KeyError):
+        get("nope")
+
+
+@pytest.mark.parametrize("target", TORCH_TARGETS)
+def test_torch_targets_pass(target):
+    stages = []
+    _assert_pass(execute(ELU, target, stage_hook=stages.append))
+    assert stages == ["reference", "model", "convert", "compile", "run", "compare"]
+
+
+@pytest.mark.parametrize("target", ["tvm.from_fx", "tvm.from_exported_program", "openvino.pytorch", "onnxruntime"])
+def test_torch_module_recipe_pass(target):
+    _assert_pass(execute(CONV, target))
+
+
+@pytest.mark.parametrize("target", ONNX_TARGETS)
+def test_onnx_targets_pass(target):
+    _assert_pass(execute(RELU, target))
+
+
+@pytest.mark.parametrize("target", KERAS_TARGETS)
+def test_keras_targets_pass(target):
+    _assert_pass(execute(DENSE, target))
+    _assert_pass(execute(SUB, target))  # two inputs: their order must survive every converter
+
+
+def test_references():
+    ref, ref64 = models.reference(ELU)
+    assert len(ref) == 1 and ref[0].dtype == np.float32 and ref64[0].dtype == np.float64
+    np.testing.assert_allclose(ref[0], ref64[0], rtol=1e-5, atol=1e-6)
+    ref, ref64 = models.reference(RELU)  # stored expected output + fp64 ReferenceEvaluator run
+    assert ref[0] is RELU.arrays["expected:0"] or np.array_equal(ref[0], RELU.arrays["expected:0"])
+    assert ref64[0].dtype == np.float64
+    ref, ref64 = models.reference(DENSE)
+    assert ref[0].shape == (2, 4) and ref64 is not None and ref64[0].dtype == np.float64
+    # tuples flatten; index outputs are named for the oracle
+    mx = torch_fn("torch.max", [XR], args=[{"$t": 0}, 1], op="aten::max.dim")
+    ref, _ = models.reference(mx)
+    assert len(ref) == 2 and ref[1].dtype == np.int64
+    assert models.index_outputs(mx, len(ref)) == {1}
+    assert models.index_outputs(torch_fn("torch.max", [XR]), 1) == set()
+    assert models.index_outputs(torch_fn("torch.argmax", [XR]), 1) == {0}
+    assert models.index_outputs(onnx_node("TopK", [XR]), 2) == {1}
+
+
+def test_form_failure_is_invalid():
+    broken = torch_fn("torch.nn.functional.elu", [XR], args=[{"$t": 0}], kwargs={"no_such_kwarg": 1})
+    o = execute(broken, "onnxruntime")
+    assert o.status == INVALID and o.stage == "reference"
+    # ONNX export cannot express torch.special.i0: the onnx form is unavailable, so onnx consumers are invalid
+    o = execute(torch_fn("torch.special.i0", [XR]), "tvm.from_onnx")
+    assert o.status == INVALID and o.stage == "model"
+
+
+def test_inconsistency_is_caught():
+    # a float32 model is re-evaluated in fp64, which (rightly) clears a target that only disagrees with a wrong
+    # stored output; a float64 model has no wider recomputation, so the stored output is the only judge
+    x = XR.astype(np.float64)
+    wrong = np.maximum(x, 0)
+    wrong[1, 2] += 0.5  # the stored expected output is perturbed: every correct target now disagrees
+    inst = onnx_node("Relu", [x], expected=[wrong])
+    assert models.reference(inst)[1] is None
+    o = execute(inst, "onnxruntime")
+    assert o.status == INCONSISTENT and o.stage == "compare" and o.symptom == "value mismatch", o
+    assert o.distance and o.distance["output"] == 0
+    assert {"convert", "compile", "run", "compare"} <= set(o.timings)
+    # and the float32 case: the fp64 recomputation sides with the target, so it passes
+    wrong32 = np.maximum(XR, 0)
+    wrong32[1, 2] += 0.5
+    assert execute(onnx_node("Relu", [XR], expected=[wrong32]), "onnxruntime").status == PASS
+
+
+# -- each target's unsupported-operator detection, on a real unsupported operator ---------------------------------
+
+I0 = torch_fn("torch.special.i0", [XR])  # no converter in TVM, OpenVINO, torch.onnx
+UNSUPPORTED_CASES = {
+    "tvm.from_exported_program": (I0, "i0.default"),
+    "tvm.from_fx": (I0, "special_i0"),
+    "openvino.pytorch": (I0, "aten::i0"),
+    "openvino.exported_program": (I0, "aten.i0.default"),
+    "torch.onnx": (I0, "No ONNX function found"),
+    # dynamo cannot trace tolist() on a float tensor: fullgraph turns the graph break into Unsupported
+    "torch.compile": (torch_fn("torch.Tensor.tolist", [XR]), "tolist"),
+    "tvm.from_onnx": (onnx_node("Det", [np.eye(3, dtype=np.float32)], out_shape=[]), "Det"),
+    "openvino.onnx": (onnx_node("Det", [np.eye(3, dtype=np.float32)], out_shape=[]), "Det"),
+    # ORT has no int16 Relu kernel: NOT_IMPLEMENTED
+    "onnxruntime": (onnx_node("Relu", [np.arange(-6, 6, dtype=np.int16).reshape(3, 4)]), "Relu"),
+    # keras CategoryEncoding lowers to tf.DenseBincount, HashedCrossing to tf.SparseCross,
+    # Discretization to the TFLite builtin BUCKETIZE
+    "openvino.tf": (keras_layer("keras.layers.CategoryEncoding", {"num_tokens": 5, "output_mode": "count"},
+                                [np.array([[1, 2], [3, 3]], np.int32)]), "DenseBincount"),
+    "tf.lite": (keras_layer("keras.layers.CategoryEncoding", {"num_tokens": 5, "output_mode": "count"},
+                            [np.array([[1, 2], [3, 3]], np.int32)]), "DenseBincount"),
+    "tf.xla": (keras_layer("keras.layers.HashedCrossing", {"num_bins": 4},
+                           [np.array([1, 2], np.int64), np.array([3, 4], np.int64)],
+                           args=[[{"$t": 0}, {"$t": 1}]]), "SparseCross"),
+    "openvino.tflite": (keras_layer("keras.layers.Discretization", {"bin_boundaries": [0.0, 1.0]}, [XD]),
+                        "BUCKETIZE"),
+}
+
+
+@pytest.mark.parametrize("target", sorted(UNSUPPORTED_CASES))
+def test_unsupported_detected(target):
+    inst, needle = UNSUPPORTED_CASES[target]
+    o = execute(inst, target)
+    assert o.status == UNSUPPORTED, (o.status, o.stage, o.symptom, o.message)
+    assert needle in o.message + o.traceback
+    assert o.stage in ("convert", "compile") and o.traceback
+
+
+def test_unsupported_tvm_from_tflite():
+    # no keras layer reaches a TFLite builtin TVM lacks, but keras.ops.slice_update lowers to DYNAMIC_UPDATE_SLICE
+    import keras
+    import tensorflow as tf
+
+    @tf.function(input_signature=[tf.TensorSpec([4, 4], tf.float32), tf.TensorSpec([2, 2], tf.float32)])
+    def f(a, b):
+        return keras.ops.slice_update(a, (1, 1), b)
+
+    buf = tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()], f).convert()
+    target = get("tvm.from_tflite")
+    with pytest.raises(Exception) as info:
+        target.convert(buf, [])
+    assert "DYNAMIC_UPDATE_SLICE" in str(info.value)
+    assert target.is_unsupported(info.value, "convert")
+
+
+def test_internal_errors_are_not_unsupported():
+    # a plain failure inside a converter is a crash, not an "unsupported" verdict
+    err = RuntimeError("Check failed: (a == b) is false")
+    for name, target in TARGETS.items():
+        assert not target.is_unsupported(err, "run"), name
