@@ -56,8 +56,7 @@ def op_matches(op: str, wanted: set[str]) -> bool:
 
 def source_registry() -> dict:
     from dlci import sources as S
-    S._import_builtin_sources()
-    return S.SOURCES
+    return S.registry()
 
 
 def load_instances(source_names: list[str], ops: set[str], limit_per_op: int | None, harvest_paths: list[str]):

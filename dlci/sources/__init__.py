@@ -260,3 +260,9 @@ def _import_builtin_sources() -> None:
 
 __all__ = ["SOURCES", "SOURCE_FORMAT", "Source", "register", "load", "load_with_stats", "load_harvest", "summary",
            "cache_root", "stable_seed"]
+
+
+def registry() -> dict[str, type["Source"]]:
+    """All registered sources (the built-in ones are imported on first use)."""
+    _import_builtin_sources()
+    return SOURCES
