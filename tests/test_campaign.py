@@ -1,0 +1,96 @@
+"""`dlci test` end to end on the real stack: findings, reproducers, reports, exit codes, interruption."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def dlci(*args, timeout=600, **kw):
+    return subprocess.run([sys.executable, "-m", "dlci", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT, **kw)
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["test", "--targets", "no.such.target"], "unknown target"),
+    (["test", "--sources", "nosuchsource", "--targets", "onnxruntime"], "unknown source"),
+    (["test", "--ops", "definitely_not_an_op", "--targets", "onnxruntime", "--sources", "onnx_node"],
+     "no instance of the operators"),
+    (["test", "--budget", "soon"], "invalid float value"),
+    (["test", "--harvest", "/no/such/suite", "--targets", "onnxruntime", "--sources", "onnx_node"],
+     "--harvest path does not exist"),
+])
+def test_bad_input_is_a_usage_error(args, fragment, tmp_path):
+    proc = dlci(*args, "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2, proc.stderr
+    assert fragment in proc.stderr
+
+
+def test_targets_lists_versions():
+    proc = dlci("targets")
+    rows = json.loads(proc.stdout)
+    names = {r["name"]: r for r in rows if r["available"]}
+    for name in ("tvm.from_exported_program", "tvm.from_fx", "tvm.from_onnx", "tvm.from_tflite",
+                 "openvino.pytorch", "openvino.onnx", "onnxruntime", "torch.compile"):
+        assert name in names and names[name]["version"], name
+
+
+def test_campaign_finds_confirms_and_reproduces_a_real_bug(tmp_path):
+    # TVM 0.27's from_fx celu converter ignores a positional alpha: a real bug on the pinned stack.
+    # onnxruntime runs the same instances (via torch.onnx) and must stay clean.
+    out = tmp_path / "out"
+    proc = dlci("test", "--ops", "celu", "--targets", "tvm.from_fx,onnxruntime", "--sources", "opinfo",
+                "--limit-per-op", "6", "--budget", "90", "--out", str(out))
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    doc = json.loads((out / "findings.json").read_text())
+    assert doc["version"] == 1
+    st = doc["stats"]
+    assert st["tests_run"] >= 8 and st["tests_valid"] >= 8
+    assert set(st["per_target"]) == {"tvm.from_fx", "onnxruntime"}
+    assert st["per_target"]["onnxruntime"]["pass"] >= 4
+    findings = doc["findings"]
+    assert [f["target"] for f in findings] == ["tvm.from_fx"]
+    f = findings[0]
+    assert f["operator"] == "aten::celu" and f["oracle"] == "inconsistency" and f["confirmed"]
+    assert f["new_in_pr"] is None and f["repro_checked"] is True
+    for key in ("id", "symptom", "signature", "repro"):
+        assert f[key]
+    # the reproducer is standalone: it reproduces alone in a fresh interpreter, outside the repo
+    repro = out / f["repro"]
+    run = subprocess.run([sys.executable, str(repro)], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert run.returncode == 1 and "REPRODUCED" in run.stdout
+    assert "dlci" not in repro.read_text().split('"""', 2)[2].split("# ---")[0]  # imports no dlci
+    report = (out / "report.md").read_text()
+    assert "1 confirmed finding" in report and "tvm.from_fx" in report
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert len(lines) == st["tests_run"] + sum(1 for ln in lines if json.loads(ln)["confirming"])
+
+
+def test_sigterm_writes_a_partial_report(tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "dlci", "test", "--ops", "all", "--targets", "onnxruntime",
+                             "--sources", "onnx_node", "--budget", "600", "--out", str(out)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    results = out / "results.jsonl"
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        if results.exists() and len(results.read_text().splitlines()) >= 20:
+            break
+        time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("no results streamed")
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err[-2000:]
+    doc = json.loads((out / "findings.json").read_text())
+    assert doc["stats"]["interrupted"] is True
+    assert doc["stats"]["tests_run"] >= 20
+    assert "partial" in (out / "report.md").read_text()
