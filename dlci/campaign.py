@@ -11,6 +11,7 @@ import os
 import sys
 import time
 from collections import Counter, defaultdict, deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -236,16 +237,22 @@ def finish(campaign: Campaign) -> dict:
             confirmed=True)
         findings.append(finding)
 
+    findings = attribute_to_exporter(findings, campaign)
     unreproduced = []
     if options.check_repros and not campaign.interrupted:
-        for finding in findings:
-            inst = campaign.instances[finding.instance_id]
-            path = render_repro(finding, inst, out / "repro")
+        paths = [render_repro(f, campaign.instances[f.instance_id], out / "repro") for f in findings]
+
+        def check(pair):
+            finding, path = pair
             finding.repro = str(path.relative_to(out))
             finding.repro_checked = check_repro(path)
             if options.progress:
                 options.progress(f"reproducer {finding.repro}: "
                                  f"{'reproduces' if finding.repro_checked else 'does NOT reproduce alone'}")
+
+        # each reproducer runs alone in a fresh interpreter; as many at once as there were workers
+        with ThreadPoolExecutor(max(1, options.workers)) as pool:
+            list(pool.map(check, zip(findings, paths)))
         # a finding whose reproducer does not reproduce alone is not reported (it goes to stats for triage)
         unreproduced = [f.to_dict() for f in findings if f.repro_checked is False]
         findings = [f for f in findings if f.repro_checked is not False]
@@ -261,6 +268,44 @@ def finish(campaign: Campaign) -> dict:
     doc = {"version": 1, "findings": [f.to_dict() for f in findings], "stats": stats}
     write_reports(out, doc, campaign)
     return doc
+
+
+# targets that consume the ONNX model torch.onnx exports when the instance comes from torch
+ONNX_CONSUMERS = ("tvm.from_onnx", "openvino.onnx")
+
+
+def _same_failure(a: Outcome, b: Outcome) -> bool:
+    if a.status != b.status or a.symptom != b.symptom:
+        return False
+    if a.status == INCONSISTENT:  # the very same wrong numbers, not just the same kind of mismatch
+        da, db = a.distance or {}, b.distance or {}
+        return da.get("output") == db.get("output") and abs(da.get("max_abs", 0) - db.get("max_abs", 0)) <= \
+            1e-6 * max(1.0, abs(da.get("max_abs", 0)))
+    return True
+
+
+def attribute_to_exporter(findings: list, campaign: Campaign) -> list:
+    """A failure that an ONNX frontend shows on a torch instance, and that torch.onnx (exporter + ONNX Runtime)
+    shows identically on the same instances, is the exporter's: fold it into the torch.onnx finding."""
+    exporter_fail = {}
+    for outcomes in campaign.failures.values():
+        for o in outcomes:
+            if o.target == "torch.onnx":
+                exporter_fail[o.instance_id] = o
+    by_sig = {f.signature: f for f in findings}
+    kept = []
+    for f in findings:
+        if f.target in ONNX_CONSUMERS and campaign.instances[f.instance_id].framework == "torch":
+            mine = campaign.failures[f.signature]
+            theirs = [exporter_fail.get(o.instance_id) for o in mine]
+            if all(t is not None and _same_failure(o, t) for o, t in zip(mine, theirs)):
+                sig = F.signature(theirs[0], campaign.targets["torch.onnx"].modules)
+                owner = by_sig.get(sig)
+                if owner is not None:
+                    owner.also_in = sorted(set(owner.also_in) | {f.target})
+                    continue
+        kept.append(f)
+    return kept
 
 
 def _size(inst: Instance) -> int:

@@ -99,7 +99,7 @@ def test_torch_targets_pass(target):
     assert stages == ["reference", "model", "convert", "compile", "run", "compare"]
 
 
-@pytest.mark.parametrize("target", ["tvm.from_fx", "tvm.from_exported_program", "openvino.pytorch", "onnxruntime"])
+@pytest.mark.parametrize("target", ["tvm.from_fx", "tvm.from_exported_program", "openvino.pytorch", "torch.onnx"])
 def test_torch_module_recipe_pass(target):
     _assert_pass(execute(CONV, target))
 
@@ -136,7 +136,7 @@ def test_references():
 
 def test_form_failure_is_invalid():
     broken = torch_fn("torch.nn.functional.elu", [XR], args=[{"$t": 0}], kwargs={"no_such_kwarg": 1})
-    o = execute(broken, "onnxruntime")
+    o = execute(broken, "tvm.from_onnx")
     assert o.status == INVALID and o.stage == "reference"
     # ONNX export cannot express torch.special.i0: the onnx form is unavailable, so onnx consumers are invalid
     o = execute(torch_fn("torch.special.i0", [XR]), "tvm.from_onnx")

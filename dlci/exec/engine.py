@@ -83,6 +83,8 @@ def worker_env(overrides: dict | None = None) -> dict:
         env[var] = "1"
     env["TF_NUM_INTEROP_THREADS"] = "2"  # 1 can deadlock TF graphs that block an inter-op thread
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    # inductor would otherwise fork a pool of compile workers per process: memory and cores we do not have
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     env["PYTHONUNBUFFERED"] = "1"  # a crash must not swallow what was printed just before it
     env.update({k: str(v) for k, v in (overrides or {}).items()})
     # the worker imports dlci (and job modules the parent can import) from a fresh interpreter
@@ -145,13 +147,27 @@ class _Worker:
             self.ps = None
 
     def rss(self) -> int:
+        """Summed RSS of the worker and its children: cheap, but counts pages shared with forked children twice."""
+        return self._tree_memory(lambda p: p.memory_info().rss)
+
+    def pss(self) -> int:
+        """Summed proportional set size: shared pages counted once. Costly (reads smaps), so only used to
+        confirm that a worker over the RSS limit really is over it (forked compile helpers share most pages)."""
+        def one(p):
+            try:
+                return p.memory_full_info().pss
+            except (AttributeError, psutil.AccessDenied):
+                return p.memory_info().rss
+        return self._tree_memory(one)
+
+    def _tree_memory(self, measure) -> int:
         if self.ps is None:
             return 0
         try:
-            total = self.ps.memory_info().rss
+            total = measure(self.ps)
             for child in self.ps.children(recursive=True):
                 try:
-                    total += child.memory_info().rss
+                    total += measure(child)
                 except psutil.Error:
                     pass
             return total
@@ -533,7 +549,8 @@ class Engine:
             ctx = self._ctx
             if ctx is not None:
                 ctx.info.busy_seconds[w.slot] += time.monotonic() - w.job_t0
-            if not w.kill_reason and w.last_rss > _RECYCLE_FRACTION * (self.memory_mb << 20):
+            if (not w.kill_reason and w.last_rss > _RECYCLE_FRACTION * (self.memory_mb << 20)
+                    and w.pss() > _RECYCLE_FRACTION * (self.memory_mb << 20)):
                 self._kill(w, "recycle")  # memory crept up (caches, leaks): a fresh worker is cheaper
                 if ctx is not None:
                     ctx.info.recycled += 1
@@ -596,7 +613,9 @@ class Engine:
                 if sample:
                     w.last_rss = w.rss()
                     if w.last_rss > (self.memory_mb << 20):
-                        self._kill(w, "oom")
+                        w.last_rss = w.pss()  # the RSS sum over-counts forked children: confirm with PSS
+                        if w.last_rss > (self.memory_mb << 20):
+                            self._kill(w, "oom")
                         self._reap(w)
             elif w.state == "starting" and now - w.spawned_at > max(300.0, self.timeout):
                 self._kill(w, "startup")

@@ -75,6 +75,7 @@ class Finding:
     log: str = ""
     instances: list[str] = field(default_factory=list)  # every instance that hit this signature
     operators: list[str] = field(default_factory=list)
+    also_in: list[str] = field(default_factory=list)  # targets where the same failure showed through this one
     new_in_pr: bool | None = None  # set in PR mode (dlci scan); null for explicit runs
     confirmed: bool = False
     repro: str = ""  # path relative to the output dir

@@ -210,6 +210,11 @@ def compare_source() -> str:
     return "\n".join(ln for ln in src.splitlines() if not ln.startswith("from __future__"))
 
 
+def ignored_for(inst: Instance) -> set[int]:
+    from dlci.models import uncompared_outputs
+    return uncompared_outputs(inst)
+
+
 def skip_values_for(inst: Instance) -> set[int]:
     from dlci.models import index_outputs
     return set(index_outputs(inst))
@@ -230,6 +235,7 @@ def render_repro(finding, inst: Instance, repro_dir: Path) -> Path:
         f=finding, inst=inst, imports=imports, inputs_code=inputs_code, model_code=_MODEL_CODE[kind](inst),
         target_code=target_code, compare_code=compare_source() if finding.oracle == "inconsistency" else "",
         skip_values=repr(set(skip_values_for(inst))) if skip_values_for(inst) else "set()",
+        ignore=repr(set(ignored_for(inst))) if ignored_for(inst) else "set()",
         child_process=child, timeout=300, message_key=message_key(finding.message))
     safe_op = re.sub(r"[^A-Za-z0-9_]+", "_", finding.operator).strip("_")
     path = repro_dir / f"{finding.id}_{finding.target.replace('.', '_')}_{safe_op}.py"

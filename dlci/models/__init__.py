@@ -452,6 +452,17 @@ def op_base_name(op: str) -> str:
     return base.rstrip("_")
 
 
+# operator base name -> outputs that are implementation-defined and not compared at all: the statistics the
+# native normalisation kernels save for backward (empty in eval mode in eager PyTorch, anything elsewhere)
+_UNCOMPARED_OUTPUTS = {"native_batch_norm": {1, 2}, "_native_batch_norm_legit": {1, 2},
+                       "_native_batch_norm_legit_no_training": {1, 2}, "native_group_norm": {1, 2},
+                       "native_layer_norm": {1, 2}, "_batch_norm_with_update": {1, 2, 3}}
+
+
+def uncompared_outputs(instance: Instance) -> set[int]:
+    return set(_UNCOMPARED_OUTPUTS.get(op_base_name(instance.op), set()))
+
+
 def index_outputs(instance: Instance, n_outputs: int | None = None) -> set[int]:
     """Output positions that must be compared by shape only (index outputs of argmax, sort, topk, max(dim), ...)."""
     base = op_base_name(instance.op)

@@ -149,9 +149,15 @@ def _compare_float(got, ref, ref64, rtol, atol) -> dict | None:
 
 
 def compare_outputs(got: list[np.ndarray], ref: list[np.ndarray], ref64: list[np.ndarray] | None, *,
-                    skip_values: set[int] = frozenset(), rtol: float | None = None,
+                    skip_values: set[int] = frozenset(), ignore: set[int] = frozenset(), rtol: float | None = None,
                     atol: float | None = None) -> dict | None:
-    """Compare all outputs of one test; None when consistent. ``skip_values``: outputs compared by shape only."""
+    """Compare all outputs of one test; None when consistent. ``skip_values``: outputs compared by shape only;
+    ``ignore``: outputs not compared at all (implementation-defined, e.g. statistics saved for backward)."""
+    if ignore and len(got) == len(ref):
+        keep = [i for i in range(len(ref)) if i not in ignore]
+        got, ref = [got[i] for i in keep], [ref[i] for i in keep]
+        ref64 = None if ref64 is None else [ref64[i] for i in keep if i < len(ref64)]
+        skip_values = {keep.index(i) for i in skip_values if i in keep}
     if len(got) != len(ref):
         return {"symptom": "output count", "message": f"{len(got)} outputs != expected {len(ref)}",
                 "distance": {"got": len(got), "expected": len(ref)}}

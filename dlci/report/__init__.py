@@ -42,6 +42,7 @@ def render_markdown(doc: dict) -> str:
             lines += [f"## {f['id']}: {f['target']} — {f['symptom']} on `{f['operator']}`", "",
                       f"- stage: {f['stage']}; origin: {f['origin'].get('source')} `{f['origin'].get('test')}`",
                       f"- signature: `{f['signature']}`",
+                      *([f"- the same failure also shows through: {', '.join(f['also_in'])}"] if f.get("also_in") else []),
                       f"- new in PR: {'n/a' if f['new_in_pr'] is None else f['new_in_pr']}",
                       f"- reproducer: `{f['repro']}` (run it alone: exits 1 while the bug reproduces)", "",
                       "<details><summary>message</summary>", "", "```", f["message"][:1500], "```", "", "</details>",

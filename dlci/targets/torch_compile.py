@@ -79,6 +79,10 @@ class TorchONNX(Target):
                 return True
             if _dynamo_unsupported(e):  # torch.export could not capture the call: nothing to convert
                 return True
+            # data-dependent output shapes (ctc_loss, nonzero, ...) cannot be exported statically
+            if name in ("DynamicOutputShapeException", "DataDependentOutputException",
+                        "GuardOnDataDependentSymNode") or "DynamicOutputShapeException" in msg:
+                return True
         return False
 
     def convert(self, module: Any, inputs: Sequence[np.ndarray]) -> Any:
