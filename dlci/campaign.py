@@ -204,6 +204,17 @@ def run(instances: Sequence[Instance], targets: dict, options: Options) -> dict:
     return finish(campaign)
 
 
+def rebuild(out_dir: Path, instances: Sequence[Instance], targets: dict, options: Options) -> Campaign:
+    """A campaign's state replayed from its results.jsonl (to re-finish a run whose report step failed)."""
+    campaign = Campaign(options, {i.id: i for i in instances}, dict(targets))
+    for line in (Path(out_dir) / "results.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if row["instance_id"] not in campaign.instances or row["target"] not in targets:
+            continue
+        campaign.record(Outcome.from_dict(row), row.get("confirming"))
+    return campaign
+
+
 def _info_dict(info) -> dict:
     if info is None:
         return {}
@@ -238,33 +249,54 @@ def finish(campaign: Campaign) -> dict:
         findings.append(finding)
 
     findings = attribute_to_exporter(findings, campaign)
+    stats = campaign.stats()
+    # written before reproducers are rendered and checked: whatever happens next, the findings are on disk
+    write_reports(out, {"version": 1, "findings": [f.to_dict() for f in findings], "stats": stats}, campaign)
+    paths = {}
+    for f in findings:
+        try:
+            paths[f.id] = render_repro(f, campaign.instances[f.instance_id], out / "repro")
+            f.repro = str(paths[f.id].relative_to(out))
+        except Exception as e:  # a recipe the renderer cannot express: reported, never fatal
+            f.repro, f.repro_checked = "", False
+            f.message += f"\n(dlci could not render a reproducer: {type(e).__name__}: {e})"
     unreproduced = []
     if options.check_repros and not campaign.interrupted:
-        paths = [render_repro(f, campaign.instances[f.instance_id], out / "repro") for f in findings]
-
-        def check(pair):
-            finding, path = pair
-            finding.repro = str(path.relative_to(out))
-            finding.repro_checked = check_repro(path)
+        def check(finding):
+            if finding.id not in paths:
+                return
+            finding.repro_checked = check_repro(paths[finding.id])
             if options.progress:
                 options.progress(f"reproducer {finding.repro}: "
                                  f"{'reproduces' if finding.repro_checked else 'does NOT reproduce alone'}")
 
         # each reproducer runs alone in a fresh interpreter; as many at once as there were workers
         with ThreadPoolExecutor(max(1, options.workers)) as pool:
-            list(pool.map(check, zip(findings, paths)))
+            list(pool.map(check, findings))
         # a finding whose reproducer does not reproduce alone is not reported (it goes to stats for triage)
         unreproduced = [f.to_dict() for f in findings if f.repro_checked is False]
         findings = [f for f in findings if f.repro_checked is not False]
-    else:
-        for finding in findings:
-            path = render_repro(finding, campaign.instances[finding.instance_id], out / "repro")
-            finding.repro = str(path.relative_to(out))
+    for f in unreproduced:  # their scripts stay for triage, under a name that says so
+        if f["repro"] and (out / f["repro"]).exists():
+            src = out / f["repro"]
+            dest = out / "repro" / "unreproduced" / src.name
+            dest.parent.mkdir(exist_ok=True)
+            src.rename(dest)
+            if src.with_suffix(".log").exists():
+                src.with_suffix(".log").rename(dest.with_suffix(".log"))
+            f["repro"] = str(dest.relative_to(out))
     for n, finding in enumerate(findings, start=1):
-        finding.id = f"F{n:03d}"
+        old_id, finding.id = finding.id, f"F{n:03d}"
+        if finding.repro and old_id != finding.id:  # re-render so that the script names its final id
+            old_path = out / finding.repro
+            new_path = render_repro(finding, campaign.instances[finding.instance_id], out / "repro")
+            old_path.unlink()
+            if old_path.with_suffix(".log").exists():
+                old_path.with_suffix(".log").rename(new_path.with_suffix(".log"))
+            finding.repro = str(new_path.relative_to(out))
 
-    stats = campaign.stats()
-    stats["unreproduced"] = [{k: f[k] for k in ("operator", "target", "symptom", "signature")} for f in unreproduced]
+    stats["unreproduced"] = [{k: f[k] for k in ("operator", "target", "symptom", "signature", "repro")}
+                             for f in unreproduced]
     doc = {"version": 1, "findings": [f.to_dict() for f in findings], "stats": stats}
     write_reports(out, doc, campaign)
     return doc

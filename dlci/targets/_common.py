@@ -6,7 +6,8 @@ import traceback
 from typing import Iterator
 
 # an explicit rejection: "X is not supported", "Unsupported dtype ...", "not implemented for ..."
-NOT_SUPPORTED = re.compile(r"\bnot (yet )?supported\b|\bunsupported\b|\bnot (yet )?implemented\b", re.I)
+NOT_SUPPORTED = re.compile(r"\bnot (yet )?supported\b|\bunsupported\b|\bnot (yet )?implemented\b|"
+                           r"\b(do|does) not support\b", re.I)
 
 
 def chain(exc: BaseException) -> Iterator[BaseException]:

@@ -36,8 +36,10 @@ class TorchCompile(Target):
     modules = ("torch._dynamo", "torch._inductor", "torch._functorch", "torch.fx")
 
     def is_unsupported(self, exc: BaseException, stage: str) -> bool:
-        # fullgraph=True turns a graph break (an op dynamo cannot trace) into torch._dynamo.exc.Unsupported
-        return any(_dynamo_unsupported(e) for e in chain(exc))
+        # fullgraph=True turns a graph break (an op dynamo cannot trace) into torch._dynamo.exc.Unsupported;
+        # data-dependent control flow (`if (var < 0).any()`) cannot be captured in one graph either
+        return any(_dynamo_unsupported(e) or "Could not guard on data-dependent expression" in str(e)
+                   for e in chain(exc))
 
     def convert(self, module: Any, inputs: Sequence[np.ndarray]) -> Any:
         import torch
