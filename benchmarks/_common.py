@@ -26,7 +26,7 @@ def pick_instances(source: str, framework_target: str, count: int, per_op: int =
 
 
 class TreeMemory:
-    """Peak summed RSS of this process and all its descendants, sampled in a thread."""
+    """Peak summed PSS of this process and all its descendants, sampled in a thread."""
 
     def __init__(self, period: float = 0.1):
         self.period = period
@@ -39,12 +39,24 @@ class TreeMemory:
         while not self._stop.is_set():
             total = 0
             for p in [me] + me.children(recursive=True):
-                try:
-                    total += p.memory_info().rss
-                except psutil.Error:
-                    pass
+                total += _pss(p)
             self.peak = max(self.peak, total)
             time.sleep(self.period)
+
+
+def _pss(p: psutil.Process) -> int:
+    """Proportional set size: pages shared with forked children are counted once, not per process."""
+    try:
+        with open(f"/proc/{p.pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return p.memory_info().rss
+    except psutil.Error:
+        return 0
 
     def __enter__(self):
         self._thread.start()

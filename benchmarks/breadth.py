@@ -6,6 +6,8 @@ Part 2 runs a real campaign (`dlci test --ops all --targets all`, a few instance
 or reads the results.jsonl of one that already ran (--results), and reports per-target shares.
 
     .venv/bin/python benchmarks/breadth.py [--budget 900] [--limit-per-op 2] [--results DIR/results.jsonl]
+
+The campaign's peak memory (PSS of dlci and its 2 workers, sampled every 0.1 s) is reported too.
 """
 from __future__ import annotations
 
@@ -78,9 +80,17 @@ def main():
     report = {"sources": runnable_per_source()}
     results = args.results
     if results is None:
-        subprocess.run([sys.executable, "-m", "dlci", "test", "--ops", "all", "--targets", "all", "--budget",
-                        str(args.budget), "--limit-per-op", str(args.limit_per_op), "--out", str(args.out),
-                        "--no-repro-check"], cwd=ROOT, check=False)
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from _common import TreeMemory
+        t0 = time.time()
+        with TreeMemory() as mem:
+            subprocess.run([sys.executable, "-m", "dlci", "test", "--ops", "all", "--targets", "all", "--budget",
+                            str(args.budget), "--limit-per-op", str(args.limit_per_op), "--out", str(args.out)],
+                           cwd=ROOT, check=False)
+        report["campaign"] = {"wall_s": round(time.time() - t0, 1), "peak_pss_gb_2_workers": round(mem.peak / 2**30, 2)}
+        doc = json.loads((args.out / "findings.json").read_text())
+        report["campaign"].update({k: doc["stats"][k] for k in ("tests_run", "tests_valid", "share_in_targets")})
+        report["campaign"]["findings"] = len(doc["findings"])
         results = args.out / "results.jsonl"
     report["targets"] = per_target(results)
     print(json.dumps(report, indent=2))
