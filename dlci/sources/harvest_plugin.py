@@ -449,7 +449,15 @@ def _onnx_record(model, node, op, attribute_value):
         else:
             raise Unencodable(f"unsupported-dtype:{dtype}")
         arrays[f"in:{i}"] = a
-    arrays["model"] = np.frombuffer(model.SerializeToString(), dtype=np.uint8).copy()
+    # make_model stamps the newest IR version this onnx knows, which runtimes released before it refuse to
+    # load; the model needs no more than the minimal IR version of the opsets it imports
+    stored = onnx.ModelProto()
+    stored.CopyFrom(model)
+    try:
+        stored.ir_version = min(stored.ir_version, onnx.helper.find_min_ir_version_for(list(stored.opset_import)))
+    except Exception:  # an opset this onnx does not know: keep the model as the suite built it
+        pass
+    arrays["model"] = np.frombuffer(stored.SerializeToString(), dtype=np.uint8).copy()
     record = {"op": op, "framework": "onnx", "call": {"kind": "onnx_model"},
               "inputs": [_spec(arrays[f"in:{i}"]) for i in range(len(arrays) - 1)],
               "params": {a.name: attribute_value(a) for a in node.attribute}}
