@@ -25,6 +25,21 @@ def pick_instances(source: str, framework_target: str, count: int, per_op: int =
     return chosen
 
 
+def _pss(p: psutil.Process) -> int:
+    """Proportional set size: pages shared with forked children are counted once, not per process."""
+    try:
+        with open(f"/proc/{p.pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return p.memory_info().rss
+    except psutil.Error:
+        return 0
+
+
 class TreeMemory:
     """Peak summed PSS of this process and all its descendants, sampled in a thread."""
 
@@ -43,20 +58,6 @@ class TreeMemory:
             self.peak = max(self.peak, total)
             time.sleep(self.period)
 
-
-def _pss(p: psutil.Process) -> int:
-    """Proportional set size: pages shared with forked children are counted once, not per process."""
-    try:
-        with open(f"/proc/{p.pid}/smaps_rollup") as fh:
-            for line in fh:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return p.memory_info().rss
-    except psutil.Error:
-        return 0
 
     def __enter__(self):
         self._thread.start()
