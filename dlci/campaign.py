@@ -142,14 +142,14 @@ def make_jobs(plan: Iterable[Instance], targets: dict, confirm_queue: deque, cam
 def run(instances: Sequence[Instance], targets: dict, options: Options) -> dict:
     """Run a campaign and write findings.json, report.md, results.jsonl and repro/ into options.out_dir."""
     from dlci.exec import Engine
-    from dlci.plan import prioritize
+    from dlci.plan import balanced
 
     out = options.out_dir
     out.mkdir(parents=True, exist_ok=True)
     (out / "repro").mkdir(exist_ok=True)
     say = options.progress or (lambda msg: None)
     campaign = Campaign(options, {i.id: i for i in instances}, dict(targets))
-    plan = prioritize(list(instances), touched=options.touched)
+    plan = balanced(list(instances), touched=options.touched)
     confirm_queue: deque = deque()
     pending_confirm: dict[str, str] = {}  # job id -> signature
     results_path = out / "results.jsonl"

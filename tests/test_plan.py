@@ -2,7 +2,7 @@
 import numpy as np
 
 from dlci.instance import Instance, Origin, TensorSpec, features
-from dlci.plan import apfd, coverage, prioritize
+from dlci.plan import apfd, balanced, coverage, prioritize
 
 
 def inst(op, shape, alpha, dtype="float32"):
@@ -50,3 +50,15 @@ def test_apfd():
 def test_coverage_counts_partitions():
     cov = coverage([inst("aten::a", (2,), 1.0), inst("aten::a", (2, 2), 1.0)])
     assert cov["aten::a"] == len(features(inst("aten::a", (2,), 1.0)) | features(inst("aten::a", (2, 2), 1.0)))
+
+
+def test_sources_take_turns():
+    many = []
+    for k in range(6):
+        i = inst("aten::a", (2,), float(k))
+        many.append(i)
+    few = inst("onnx::Relu", (3,), 1.0)
+    few.origin = Origin("onnx_node", "t")
+    order = balanced(many + [few])
+    assert order.index(few) <= 1  # not after every OpInfo instance
+    assert balanced(many + [few], touched={"aten::a"})[0].op == "aten::a"

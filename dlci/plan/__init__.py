@@ -61,6 +61,24 @@ def prioritize(instances: Sequence[Instance], *, touched: Iterable[str] = (),
     return order
 
 
+def balanced(instances: Sequence[Instance], *, touched: Iterable[str] = (),
+             target_counts: dict[str, int] | None = None) -> list[Instance]:
+    """OPERA order within each source, sources taken in turn: operator scores are counts of test material, so
+    without this the source with the most instances per operator (OpInfo) would starve the others within a
+    budget. Touched operators still come first overall."""
+    touched = set(touched)
+    groups: dict[str, list[Instance]] = defaultdict(list)
+    for inst in instances:
+        groups[inst.origin.source].append(inst)
+    queues = [prioritize(g, touched=touched, target_counts=target_counts) for _, g in sorted(groups.items())]
+    first = [i for q in queues for i in q if i.op in touched]
+    queues = [[i for i in q if i.op not in touched] for q in queues]
+    merged = list(first)
+    for row in itertools.zip_longest(*queues):
+        merged.extend(i for i in row if i is not None)
+    return merged
+
+
 def coverage(instances: Iterable[Instance]) -> dict[str, int]:
     """How many distinct value-space partitions the instances cover, per operator (diversity measure)."""
     cov: dict[str, set[str]] = defaultdict(set)
