@@ -12,9 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def dlci(*args, timeout=600, **kw):
+def dlci(*args, timeout=600, cwd_=ROOT, **kw):
     return subprocess.run([sys.executable, "-m", "dlci", *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=ROOT, **kw)
+                          cwd=cwd_, **kw)
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -45,8 +45,9 @@ def test_campaign_finds_confirms_and_reproduces_a_real_bug(tmp_path):
     # TVM 0.27's from_fx celu converter ignores a positional alpha: a real bug on the pinned stack.
     # torch.onnx (the exporter, run by ONNX Runtime) gets the same instances and must stay clean.
     out = tmp_path / "out"
+    # a relative --out, as a user types it: reproducers must still be found and run
     proc = dlci("test", "--ops", "celu", "--targets", "tvm.from_fx,torch.onnx", "--sources", "opinfo",
-                "--limit-per-op", "6", "--budget", "90", "--out", str(out))
+                "--limit-per-op", "6", "--budget", "90", "--out", "out", cwd_=tmp_path)
     assert proc.returncode == 1, proc.stderr[-3000:]
     doc = json.loads((out / "findings.json").read_text())
     assert doc["version"] == 1

@@ -252,6 +252,7 @@ def scrubbed_env() -> dict:
 
 def check_repro(path: Path, timeout: float = 600) -> bool:
     """Run the reproducer alone in a fresh interpreter: True when it exits 1 (reproduces)."""
+    path = Path(path).resolve()  # it runs from its own folder: a relative path would not find it there
     try:
         proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=timeout,
                               cwd=str(path.parent), env=scrubbed_env())
