@@ -73,6 +73,7 @@ def message_key(message: str) -> str:
 # -- model code per recipe kind --------------------------------------------------------------------------
 
 _TORCH_COMMON = '''
+
 def to_torch(inputs):
     return [torch.from_numpy(np.array(x, copy=True)) for x in inputs]
 
