@@ -7,8 +7,6 @@ Whatever happens (budget, SIGTERM, dead workers), what was gathered is written o
 from __future__ import annotations
 
 import json
-import os
-import sys
 import time
 from collections import Counter, defaultdict, deque
 from concurrent.futures import ThreadPoolExecutor
@@ -233,7 +231,8 @@ def finish(campaign: Campaign) -> dict:
     for sig, state in campaign.confirm_state.items():
         if state != "confirmed":
             continue
-        outcomes = campaign.failures[sig]
+        flaky_ids = {f["instance_id"] for f in campaign.flaky if f["signature"] == sig}
+        outcomes = [o for o in campaign.failures[sig] if o.instance_id not in flaky_ids] or campaign.failures[sig]
         # the smallest instance that hit this signature makes the most readable reproducer
         rep = min(outcomes, key=lambda o: _size(campaign.instances[o.instance_id]))
         inst = campaign.instances[rep.instance_id]
