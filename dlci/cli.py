@@ -96,9 +96,11 @@ def cmd_sources(args) -> int:
             continue  # needs a suite path: `dlci test --harvest PATH`
         t0 = time.time()
         insts = S.load(name, limit_per_op=args.limit_per_op)
-        per_op = S.summary(insts)
-        report[name] = {"framework": S.SOURCES[name].framework, "operators": len(per_op), "instances": len(insts),
-                        "seconds": round(time.time() - t0, 1), "per_operator": per_op if args.verbose else None}
+        summary = S.summary(insts)
+        report[name] = {"framework": S.SOURCES[name].framework, "operators": summary["ops"],
+                        "instances": summary["instances"], "seconds": round(time.time() - t0, 1)}
+        if args.verbose:
+            report[name]["per_operator"] = summary["per_op"]
     print(json.dumps(report, indent=2))
     return EXIT_CLEAN
 

@@ -95,3 +95,13 @@ def test_sigterm_writes_a_partial_report(tmp_path):
     assert doc["stats"]["interrupted"] is True
     assert doc["stats"]["tests_run"] >= 20
     assert "partial" in (out / "report.md").read_text()
+
+
+def test_sources_counts_operators_and_instances():
+    proc = dlci("sources", "--sources", "onnx_node", "--verbose")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    row = json.loads(proc.stdout)["onnx_node"]
+    assert row["framework"] == "onnx"
+    assert row["operators"] == len(row["per_operator"]) > 100
+    assert row["instances"] == sum(row["per_operator"].values())
+    assert row["per_operator"]["onnx::Relu"] >= 1
