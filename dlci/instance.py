@@ -80,7 +80,7 @@ class Instance:
         h.update(json.dumps([self.op, self.framework, self.call, [dataclasses.asdict(s) for s in self.inputs],
                              self.params], sort_keys=True, default=str).encode())
         for name in sorted(self.arrays):
-            a = np.ascontiguousarray(self.arrays[name])
+            a = np.require(self.arrays[name], requirements="C")
             h.update(name.encode()); h.update(str(a.dtype).encode()); h.update(str(a.shape).encode())
             h.update(a.tobytes())
         short = self.op.replace("::", "-").replace(".", "_").replace("/", "_")

@@ -221,3 +221,17 @@ def test_internal_errors_are_not_unsupported():
     err = RuntimeError("Check failed: (a == b) is false")
     for name, target in TARGETS.items():
         assert not target.is_unsupported(err, "run"), name
+
+
+@pytest.mark.parametrize("target", ONNX_TARGETS + ["tvm.from_fx", "tvm.from_exported_program", "openvino.pytorch"])
+def test_scalar_inputs_stay_scalar(target):
+    # a 0-d input must reach the target as 0-d (np.ascontiguousarray would make it shape (1,), and OpenVINO then
+    # rejects the model input: a false crash that once looked like a QLinearConv bug)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    s = np.array(2.5, dtype=np.float32)
+    if "onnx" in TARGETS[target].frameworks and target not in ("torch.onnx",) and "torch" not in target:
+        inst = onnx_node("Add", [x, s], out_shape=[2, 3])
+    else:
+        inst = torch_fn("torch.add", [x, s])
+    assert inst.inputs[1].shape == []
+    _assert_pass(execute(inst, target))

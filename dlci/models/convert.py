@@ -13,12 +13,12 @@ def np_to_torch(a: np.ndarray):
     a = np.asarray(a)
     name = str(a.dtype)
     if name == "bfloat16":  # ml_dtypes: torch.from_numpy does not know it
-        return torch.from_numpy(np.ascontiguousarray(a).view(np.uint16).copy()).view(torch.bfloat16)
+        return torch.from_numpy(np.require(a, requirements="C").view(np.uint16).copy()).view(torch.bfloat16)
     if name.startswith("float8"):
         tdt = {"float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}.get(name)
         if tdt is None:
             raise TypeError(f"no torch dtype for {name}")
-        return torch.from_numpy(np.ascontiguousarray(a).view(np.uint8).copy()).view(tdt)
+        return torch.from_numpy(np.require(a, requirements="C").view(np.uint8).copy()).view(tdt)
     return torch.from_numpy(np.array(a, copy=True))
 
 

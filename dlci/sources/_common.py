@@ -54,7 +54,7 @@ def to_numpy(t: Any, detach: bool = False) -> np.ndarray:
         a = t.detach().cpu().resolve_conj().resolve_neg().numpy()
     if a.dtype.kind not in STORABLE_KINDS:
         raise Unencodable(f"unsupported-dtype:{a.dtype}")
-    return np.ascontiguousarray(a).copy()
+    return np.require(a, requirements="C").copy()
 
 
 class Slots:

@@ -89,7 +89,7 @@ class Recorder:
         for name in sorted(arrays):
             a = arrays[name]
             h.update(name.encode()); h.update(str(a.dtype).encode()); h.update(str(a.shape).encode())
-            h.update(np.ascontiguousarray(a).tobytes())
+            h.update(np.require(a, requirements="C").tobytes())
         key = h.hexdigest()
         if key in self.seen:
             return self.skip("duplicate")
@@ -103,7 +103,7 @@ class Recorder:
                 refs[name] = {"generate": _spec(a)}
                 continue
             buf = io.BytesIO()
-            np.save(buf, np.ascontiguousarray(a), allow_pickle=False)
+            np.save(buf, np.require(a, requirements="C"), allow_pickle=False)
             self.blob.seek(0, os.SEEK_END)
             refs[name] = {"offset": self.blob.tell(), "nbytes": buf.tell()}
             self.blob.write(buf.getvalue())

@@ -84,7 +84,7 @@ def value_array(v, what: str) -> np.ndarray:
     # ml_dtypes (bfloat16, float8, int4, ...) report kind 'V' or are not numpy builtins: npz cannot keep them
     if not v.dtype.type.__module__.startswith("numpy"):
         raise Unencodable(f"unsupported-dtype:{v.dtype}")
-    return np.ascontiguousarray(v)
+    return np.require(v, requirements="C")
 
 
 @register
@@ -166,3 +166,4 @@ def _main_node(case):
         if n.op_type.lower() in key:
             return n
     return nodes[-1]
+

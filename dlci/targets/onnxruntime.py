@@ -6,7 +6,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from dlci.targets import register
-from dlci.targets._common import chain
+from dlci.targets._common import NOT_SUPPORTED, chain
 from dlci.targets.base import Target
 
 
@@ -20,6 +20,10 @@ def ort_unsupported(exc: BaseException) -> bool:
         # an op (e.g. ai.onnx.preview.training::Adam) or an opset newer than this ORT release knows
         if "is not a registered function/op" in msg or "only *guarantees* support for models stamped with" in msg \
                 or "Unsupported model IR version" in msg:
+            return True
+        # a kernel refusing an attribute/input form it does not implement ("Non per-tensor quantization is not
+        # supported"), as opposed to an internal failure
+        if NOT_SUPPORTED.search(msg):
             return True
     return False
 

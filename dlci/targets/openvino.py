@@ -42,7 +42,7 @@ class _OpenVINO(Target):
 
     def run(self, compiled: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         req = compiled.create_infer_request()
-        res = req.infer([np.ascontiguousarray(x) for x in inputs])
+        res = req.infer([np.require(x, requirements="C") for x in inputs])
         # copies: the results alias the request's buffers
         return [np.array(res[out], copy=True) for out in compiled.outputs]
 

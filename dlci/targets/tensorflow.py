@@ -58,7 +58,7 @@ class TFLite(Target):
         interp = lite.interp
         details = interp.get_input_details()
         for i, k in enumerate(tflite_input_order(details, len(inputs))):
-            interp.set_tensor(details[k]["index"], np.ascontiguousarray(inputs[i]))
+            interp.set_tensor(details[k]["index"], np.require(inputs[i], requirements="C"))
         interp.invoke()
         return [np.array(interp.get_tensor(d["index"]), copy=True) for d in interp.get_output_details()]
 

@@ -38,7 +38,7 @@ class _TVM(Target):
 
     def run(self, vm: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         import tvm
-        out = vm["main"](*[tvm.runtime.tensor(np.ascontiguousarray(x)) for x in inputs])
+        out = vm["main"](*[tvm.runtime.tensor(np.require(x, requirements="C")) for x in inputs])
         # a single Tensor or an Array (possibly nested): both flatten to the list of outputs
         return flatten_outputs(out)
 
