@@ -202,17 +202,6 @@ def run(instances: Sequence[Instance], targets: dict, options: Options) -> dict:
     return finish(campaign)
 
 
-def rebuild(out_dir: Path, instances: Sequence[Instance], targets: dict, options: Options) -> Campaign:
-    """A campaign's state replayed from its results.jsonl (to re-finish a run whose report step failed)."""
-    campaign = Campaign(options, {i.id: i for i in instances}, dict(targets))
-    for line in (Path(out_dir) / "results.jsonl").read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        if row["instance_id"] not in campaign.instances or row["target"] not in targets:
-            continue
-        campaign.record(Outcome.from_dict(row), row.get("confirming"))
-    return campaign
-
-
 def _info_dict(info) -> dict:
     if info is None:
         return {}

@@ -105,8 +105,16 @@ def cmd_sources(args) -> int:
     return EXIT_CLEAN
 
 
+def check_numbers(args) -> None:
+    for name, value, low in (("--workers", args.workers, 1), ("--budget", args.budget, 1), ("--timeout", args.timeout, 1),
+                             ("--memory-mb", args.memory_mb, 256), ("--limit-per-op", args.limit_per_op or 1, 1)):
+        if value < low:
+            raise UsageError(f"{name} must be at least {low}, got {value}")
+
+
 def cmd_test(args) -> int:
     from dlci import campaign
+    check_numbers(args)
     targets = select_targets(args.targets)
     ops = {o.lower() for o in _split(args.ops)}
     frameworks = {f for t in targets.values() for f in t.frameworks}
@@ -126,6 +134,9 @@ def cmd_test(args) -> int:
     from dlci.report import verdict
     _say(verdict(doc) + f" Report: {Path(args.out) / 'report.md'}")
     if doc["stats"].get("interrupted"):
+        return EXIT_INTERNAL
+    if doc["stats"]["tests_run"] == 0:
+        _say("error: no test ran (no selected target accepts these instances, or every worker failed to start)")
         return EXIT_INTERNAL
     return EXIT_FINDINGS if counted(doc, args.fail_on) else EXIT_CLEAN
 

@@ -42,6 +42,12 @@ def _as_output_array(x, like: np.ndarray | None) -> np.ndarray:
     return a
 
 
+def _invalid(out: Outcome, stage: str, e: BaseException) -> None:
+    """The test itself could not be built (reference or model form): not the target's fault."""
+    out.status, out.stage, out.symptom = INVALID, stage, type(e.__cause__ or e).__name__
+    out.message, out.traceback = _first_lines(str(e)), format_exc(e)
+
+
 def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str], None] | None = None) -> Outcome:
     target = get(target_name)
     out = Outcome(instance_id=instance.id, op=instance.op, target=target_name, status=PASS)
@@ -63,8 +69,7 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
     try:
         ref, ref64 = models.reference(instance)
     except Exception as e:
-        out.status, out.stage, out.symptom = INVALID, "reference", type(e.__cause__ or e).__name__
-        out.message, out.traceback = _first_lines(str(e)), format_exc(e)
+        _invalid(out, "reference", e)
         return finish()
     finally:
         out.timings["reference"] = time.perf_counter() - t
@@ -75,8 +80,7 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
     try:
         model = models.build(instance, target.form)
     except Exception as e:
-        out.status, out.stage, out.symptom = INVALID, "model", type(e.__cause__ or e).__name__
-        out.message, out.traceback = _first_lines(str(e)), format_exc(e)
+        _invalid(out, "model", e)
         return finish()
     finally:
         out.timings["model"] = time.perf_counter() - t

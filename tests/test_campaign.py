@@ -23,6 +23,8 @@ def dlci(*args, timeout=600, cwd_=ROOT, **kw):
     (["test", "--ops", "definitely_not_an_op", "--targets", "onnxruntime", "--sources", "onnx_node"],
      "no instance of the operators"),
     (["test", "--budget", "soon"], "invalid float value"),
+    (["test", "--workers", "0", "--targets", "onnxruntime", "--sources", "onnx_node"], "--workers must be at least 1"),
+    (["test", "--budget", "-5", "--targets", "onnxruntime", "--sources", "onnx_node"], "--budget must be at least 1"),
     (["test", "--harvest", "/no/such/suite", "--targets", "onnxruntime", "--sources", "onnx_node"],
      "--harvest path does not exist"),
 ])
