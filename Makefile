@@ -11,7 +11,7 @@ $(BIN)/dlci: pyproject.toml constraints.txt
 install: $(BIN)/dlci
 
 demo: $(BIN)/dlci
-	$(BIN)/dlci test --ops elu,softplus,avg_pool2d,conv2d,onnx::Elu,onnx::AveragePool,keras::Conv2D --targets all --budget 180 --limit-per-op 4 --out dlci-out --fail-on never
+	$(BIN)/dlci scan --out dlci-out --budget 300 --fail-on never
 
 test: $(BIN)/dlci
 	$(BIN)/python -m pytest -q tests

@@ -31,6 +31,14 @@ class Options:
     check_repros: bool = True
     touched: Sequence[str] = ()
     progress: Callable[[str], None] | None = None
+    # PR mode (dlci scan): the revision's environment, which targets reach each instance's converter, the converter
+    # files to trace while converting, a planner, and a hook that classifies confirmed findings against the base
+    env: dict | None = None
+    targets_for: Callable[[Instance], Iterable[str]] | None = None
+    trace_files: tuple[str, ...] = ()
+    planner: Callable[[Sequence[Instance]], list[Instance]] | None = None
+    classify: Callable[[list, "Campaign"], None] | None = None
+    report_extra: Callable[["Campaign"], dict] | None = None  # more top-level keys for findings.json
 
 
 @dataclass
@@ -49,6 +57,8 @@ class Campaign:
     flaky: list[dict] = field(default_factory=list)
     interrupted: bool = False
     engine_info: dict = field(default_factory=dict)
+    coverage: dict[tuple[str, str], dict] = field(default_factory=dict)  # (instance id, target) -> file -> lines
+    first_confirmed_at: float | None = None  # epoch seconds: when the first failure was confirmed
 
     # -- results --------------------------------------------------------------------------------------
     def record(self, outcome: Outcome, confirming: str | None) -> str | None:
@@ -56,6 +66,8 @@ class Campaign:
         if confirming is not None:
             return self._confirmed(confirming, outcome)
         self.counts[outcome.target][outcome.status] += 1
+        if outcome.coverage:
+            self.coverage[(outcome.instance_id, outcome.target)] = outcome.coverage
         self.test_seconds += outcome.seconds
         for stage, secs in (outcome.timings or {}).items():
             self.stage_seconds[stage] += secs
@@ -74,6 +86,7 @@ class Campaign:
         target = self.targets.get(rerun.target)
         if F.is_failure(rerun) and F.signature(rerun, getattr(target, "modules", ()) or ()) == sig:
             self.confirm_state[sig] = "confirmed"
+            self.first_confirmed_at = self.first_confirmed_at or time.time()
             return None
         # did not fail the same way: try another instance with this signature, else call it flaky
         self.flaky.append({"signature": sig, "instance_id": rerun.instance_id, "rerun_status": rerun.status,
@@ -107,6 +120,7 @@ class Campaign:
             "signatures": dict(Counter(self.confirm_state.values())),
             "flaky": self.flaky,
             "interrupted": self.interrupted,
+            "first_confirmed_at": self.first_confirmed_at,
             "engine": self.engine_info,
         }
 
@@ -126,13 +140,16 @@ def make_jobs(plan: Iterable[Instance], targets: dict, confirm_queue: deque, cam
                       args=(campaign.instances[o.instance_id], o.target), instance_id=o.instance_id, op=o.op,
                       target=o.target, affinity=f"confirm:{o.instance_id}"), sig
 
+    options = campaign.options
     for inst in plan:
+        wanted = set(options.targets_for(inst)) if options.targets_for else None
         for name, target in targets.items():
-            if inst.framework not in target.frameworks:
+            if inst.framework not in target.frameworks or (wanted is not None and name not in wanted):
                 continue
             yield from confirm_jobs()
             seq += 1
-            yield Job(id=f"t{seq}:{inst.id}@{name}", func="dlci.testcase:execute_job", args=(inst, name),
+            yield Job(id=f"t{seq}:{inst.id}@{name}", func="dlci.testcase:execute_job",
+                      args=(inst, name, tuple(options.trace_files)),
                       instance_id=inst.id, op=inst.op, target=name, affinity=inst.id), None
     yield from confirm_jobs()
 
@@ -147,7 +164,7 @@ def run(instances: Sequence[Instance], targets: dict, options: Options) -> dict:
     (out / "repro").mkdir(exist_ok=True)
     say = options.progress or (lambda msg: None)
     campaign = Campaign(options, {i.id: i for i in instances}, dict(targets))
-    plan = balanced(list(instances), touched=options.touched)
+    plan = options.planner(instances) if options.planner else balanced(list(instances), touched=options.touched)
     confirm_queue: deque = deque()
     pending_confirm: dict[str, str] = {}  # job id -> signature
     results_path = out / "results.jsonl"
@@ -164,7 +181,7 @@ def run(instances: Sequence[Instance], targets: dict, options: Options) -> dict:
 
     with open(results_path, "a", encoding="utf-8") as results, \
             Engine(workers=options.workers, timeout=options.timeout, memory_mb=options.memory_mb,
-                   warm_imports=warm, log_dir=str(out / "logs")) as engine:
+                   warm_imports=warm, env=options.env, log_dir=str(out / "logs")) as engine:
         def on_result(job, result: dict):
             outcome = Outcome.from_dict(result)
             sig = pending_confirm.pop(job.id, None)
@@ -237,9 +254,13 @@ def finish(campaign: Campaign) -> dict:
         findings.append(finding)
 
     findings = attribute_to_exporter(findings, campaign)
+    if options.classify is not None and findings and not campaign.interrupted:
+        options.classify(findings, campaign)  # PR mode: new in the PR, or already on the base revision
     stats = campaign.stats()
     # written before reproducers are rendered and checked: whatever happens next, the findings are on disk
-    write_reports(out, {"version": 1, "findings": [f.to_dict() for f in findings], "stats": stats}, campaign)
+    extra = options.report_extra(campaign) if options.report_extra else {}
+    write_reports(out, {"version": 1, "findings": [f.to_dict() for f in findings], "stats": stats, **extra},
+                  campaign)
     paths = {}
     for f in findings:
         try:
@@ -253,7 +274,7 @@ def finish(campaign: Campaign) -> dict:
         def check(finding):
             if finding.id not in paths:
                 return
-            finding.repro_checked = check_repro(paths[finding.id])
+            finding.repro_checked = check_repro(paths[finding.id], env=options.env)
             if options.progress:
                 options.progress(f"reproducer {finding.repro}: "
                                  f"{'reproduces' if finding.repro_checked else 'does NOT reproduce alone'}")
@@ -285,7 +306,8 @@ def finish(campaign: Campaign) -> dict:
 
     stats["unreproduced"] = [{k: f[k] for k in ("operator", "target", "symptom", "signature", "repro")}
                              for f in unreproduced]
-    doc = {"version": 1, "findings": [f.to_dict() for f in findings], "stats": stats}
+    extra = options.report_extra(campaign) if options.report_extra else {}
+    doc = {"version": 1, "findings": [f.to_dict() for f in findings], "stats": stats, **extra}
     write_reports(out, doc, campaign)
     return doc
 

@@ -1,4 +1,4 @@
-"""Command line: `dlci targets`, `dlci sources`, `dlci test`.
+"""Command line: `dlci targets`, `dlci sources`, `dlci test`, `dlci ops`, `dlci scan`.
 
 Exit codes (contract): 0 clean, 1 findings the --fail-on policy counts, 2 usage or configuration error,
 3 internal or infrastructure error. A run that is interrupted still writes its partial report.
@@ -106,7 +106,8 @@ def cmd_sources(args) -> int:
 
 
 def check_numbers(args) -> None:
-    for name, value, low in (("--workers", args.workers, 1), ("--budget", args.budget, 1), ("--timeout", args.timeout, 1),
+    budget = args.budget if args.budget is not None else 1
+    for name, value, low in (("--workers", args.workers, 1), ("--budget", budget, 1), ("--timeout", args.timeout, 1),
                              ("--memory-mb", args.memory_mb, 256), ("--limit-per-op", args.limit_per_op or 1, 1)):
         if value < low:
             raise UsageError(f"{name} must be at least {low}, got {value}")
@@ -150,6 +151,75 @@ def counted(doc: dict, policy: str) -> int:
     return len(doc["findings"])
 
 
+def _open_repo(args):
+    from dlci.diff import DiffError, GitRepo
+    try:
+        return GitRepo(args.repo, args.base, args.head)
+    except DiffError as e:
+        raise UsageError(str(e)) from None
+
+
+def cmd_ops(args) -> int:
+    """The operators and converters a diff touches, with the file:line that selected each (JSON)."""
+    from dlci import operators, profiles
+    repo = _open_repo(args)
+    try:
+        analysis = profiles.analyse(repo, only=_split(args.profiles) if args.profiles else None)
+    except KeyError as e:
+        raise UsageError(str(e).strip("'\"")) from None
+    doc = analysis.to_dict()
+    for touch in doc["touches"]:
+        touch["canonical"] = sorted(operators.canonical(touch["operator"], touch["namespace"]))
+    doc["canonical_operators"] = sorted({c for t in doc["touches"] for c in t["canonical"]})
+    print(json.dumps(doc, indent=2))
+    return EXIT_CLEAN
+
+
+def cmd_scan(args) -> int:
+    from dlci import scan as S
+    from dlci.checkout import CheckoutError
+    from dlci.config import ConfigError
+    from dlci.diff import DiffError
+    check_numbers(args)
+    out = Path(args.out)
+    if args.repo is None:  # the bundled sample PR: a TVM-shaped repo with one realistic converter edit
+        from dlci import samples
+        try:
+            repo, base, head = samples.build(args.sample, out / "sample-pr")
+        except samples.SampleError as e:
+            raise UsageError(str(e)) from None
+        _say(f"sample PR {args.sample!r}: {samples.SAMPLES[args.sample].title} (repo {repo}, base {base[:12]}, "
+             f"head {head[:12]})")
+    else:
+        repo, base, head = Path(args.repo), args.base, args.head
+    req = S.ScanRequest(repo=repo, base=base, head=head, out=out, budget=args.budget,
+                        targets=_split(args.targets) if args.targets else None,
+                        sources=_split(args.sources) if args.sources else None, limit_per_op=args.limit_per_op,
+                        workers=args.workers, timeout=args.timeout, memory_mb=args.memory_mb,
+                        check_repros=not args.no_repro_check, progress=_say)
+    try:
+        doc, _new = S.scan(req)
+    except (DiffError, ConfigError) as e:
+        raise UsageError(str(e)) from None
+    except CheckoutError as e:
+        _say(f"error: {e}")
+        return EXIT_INTERNAL
+    from dlci.report import verdict
+    _say(verdict(doc) + f" Report: {out / 'report.md'}")
+    if doc["stats"].get("interrupted"):
+        return EXIT_INTERNAL
+    return EXIT_FINDINGS if counted(doc, args.fail_on) else EXIT_CLEAN
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sources", help=f"comma-separated sources (default: {','.join(DEFAULT_SOURCES)})")
+    p.add_argument("--limit-per-op", type=int, default=None, help="instances per operator per source")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per test before it counts as a hang")
+    p.add_argument("--memory-mb", type=int, default=3000, help="memory per worker before a test counts as OOM")
+    p.add_argument("--no-repro-check", action="store_true", help="do not run each reproducer alone to verify it")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dlci", description="Operator-level CI for deep-learning compilers and converters.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -164,15 +234,32 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--targets", default="all", help="comma-separated target names or all")
     t.add_argument("--budget", type=float, default=300.0, help="seconds of testing (confirmation gets a grace)")
     t.add_argument("--out", default="dlci-out", help="output directory (findings.json, report.md, repro/)")
-    t.add_argument("--sources", help=f"comma-separated sources (default: {','.join(DEFAULT_SOURCES)})")
     t.add_argument("--harvest", action="append", help="also harvest operator calls from this pytest suite path")
-    t.add_argument("--limit-per-op", type=int, default=None, help="instances per operator per source")
-    t.add_argument("--workers", type=int, default=2)
-    t.add_argument("--timeout", type=float, default=120.0, help="seconds per test before it counts as a hang")
-    t.add_argument("--memory-mb", type=int, default=3000, help="memory per worker before a test counts as OOM")
     t.add_argument("--fail-on", choices=("any", "new", "never"), default="any")
-    t.add_argument("--no-repro-check", action="store_true", help="do not run each reproducer alone to verify it")
+    _add_run_options(t)
     t.set_defaults(func=cmd_test)
+
+    o = sub.add_parser("ops", help="operators and converters a diff touches (JSON, with the file:line of each)")
+    o.add_argument("--repo", default=".", help="git repository (default: .)")
+    o.add_argument("--base", default="HEAD~1", help="base revision; the merge base with --head is used")
+    o.add_argument("--head", default="HEAD", help="head revision")
+    o.add_argument("--profiles", help="comma-separated profiles (default: every profile that recognises the repo)")
+    o.set_defaults(func=cmd_ops)
+
+    from dlci.samples import DEFAULT as SAMPLE, SAMPLES
+    sc = sub.add_parser("scan", help="test a pull request: diff -> operators -> head run -> base attribution",
+                        description="Without --repo, scans a bundled sample PR (a TVM-shaped repository built from "
+                                    "the installed TVM with one realistic converter edit).")
+    sc.add_argument("--repo", default=None, help="git repository of the project under test")
+    sc.add_argument("--base", default="HEAD~1", help="base revision; the merge base with --head is used")
+    sc.add_argument("--head", default="HEAD", help="head revision (the PR)")
+    sc.add_argument("--sample", default=SAMPLE, choices=sorted(SAMPLES), help="bundled sample PR when no --repo")
+    sc.add_argument("--out", default="dlci-out", help="output directory (findings.json, report.md, repro/)")
+    sc.add_argument("--budget", type=float, default=None, help="seconds of testing (default: .dlci.yml or 300)")
+    sc.add_argument("--targets", help="comma-separated targets (default: those the touched converters reach)")
+    sc.add_argument("--fail-on", choices=("any", "new", "never"), default="new")
+    _add_run_options(sc)
+    sc.set_defaults(func=cmd_scan)
     return p
 
 

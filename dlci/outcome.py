@@ -30,6 +30,7 @@ class Outcome:
     timings: dict = field(default_factory=dict)  # stage -> seconds spent inside that stage
     log: str = ""                 # stderr tail of the worker when it died
     seconds: float = 0.0          # wall time of the whole test inside the worker (or until it was killed)
+    coverage: dict = field(default_factory=dict)  # traced converter file -> sorted lines run while converting
 
     @property
     def valid(self) -> bool:

@@ -6,6 +6,7 @@ Stages: reference (cached per instance), model (form, cached), convert, compile,
 from __future__ import annotations
 
 import re
+import sys
 import time
 from typing import Callable
 
@@ -48,7 +49,26 @@ def _invalid(out: Outcome, stage: str, e: BaseException) -> None:
     out.message, out.traceback = _first_lines(str(e)), format_exc(e)
 
 
-def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str], None] | None = None) -> Outcome:
+def _line_tracer(files: frozenset[str], hits: dict[str, set[int]]):
+    """A sys.settrace function recording the lines run in ``files`` only (other frames are not traced)."""
+    def local(frame, event, arg):
+        if event == "line":
+            hits[frame.f_code.co_filename].add(frame.f_lineno)
+        return local
+
+    def call(frame, event, arg):
+        name = frame.f_code.co_filename
+        if name in files:
+            hits.setdefault(name, set()).add(frame.f_lineno)
+            return local
+        return None
+    return call
+
+
+def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str], None] | None = None,
+            trace_files: tuple[str, ...] = ()) -> Outcome:
+    """Run one test. ``trace_files``: converter source files whose executed lines are recorded while converting
+    (``Outcome.coverage``), so a PR scan knows which instances reach the lines it changed."""
     target = get(target_name)
     out = Outcome(instance_id=instance.id, op=instance.op, target=target_name, status=PASS)
     hook = stage_hook or (lambda stage: None)
@@ -92,8 +112,12 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
         hook(stage)
         models.seed_all(instance.seed)
         t = time.perf_counter()
+        hits: dict[str, set[int]] = {}
+        tracing = stage == "convert" and bool(trace_files)
         try:
             with models.quiet():
+                if tracing:
+                    sys.settrace(_line_tracer(frozenset(trace_files), hits))
                 if stage == "convert":
                     value = target.convert(value, inputs)
                 elif stage == "compile":
@@ -111,6 +135,9 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
             out.status = UNSUPPORTED if unsupported else CRASH
             return finish()
         finally:
+            if tracing:
+                sys.settrace(None)
+                out.coverage = {f: sorted(lines) for f, lines in hits.items()}
             out.timings[stage] = time.perf_counter() - t
 
     # compare
@@ -135,6 +162,7 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
     return finish()
 
 
-def execute_job(instance: Instance, target_name: str, *, stage_hook: Callable[[str], None] | None = None) -> dict:
+def execute_job(instance: Instance, target_name: str, trace_files: tuple[str, ...] = (), *,
+                stage_hook: Callable[[str], None] | None = None) -> dict:
     """Entry point for the sandboxed workers (dlci.exec): the Outcome as plain data."""
-    return execute(instance, target_name, stage_hook=stage_hook).to_dict()
+    return execute(instance, target_name, stage_hook=stage_hook, trace_files=trace_files).to_dict()

@@ -77,9 +77,12 @@ class Finding:
     operators: list[str] = field(default_factory=list)
     also_in: list[str] = field(default_factory=list)  # targets where the same failure showed through this one
     new_in_pr: bool | None = None  # set in PR mode (dlci scan); null for explicit runs
+    base: dict | None = None  # PR mode: what the same instances did on the base revision
+    reaches_change: bool | None = None  # PR mode: the instance ran a changed line of converter code
     confirmed: bool = False
     repro: str = ""  # path relative to the output dir
     repro_checked: bool | None = None  # the reproducer exited 1 when run alone
+    repro_passes_on_base: bool | None = None  # PR mode: the reproducer exits 0 against the base revision
 
     def to_dict(self) -> dict:
         return asdict(self)

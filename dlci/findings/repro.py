@@ -245,21 +245,22 @@ def render_repro(finding, inst: Instance, repro_dir: Path) -> Path:
     return path
 
 
-def scrubbed_env() -> dict:
-    """Untrusted code never sees tokens or runner secrets."""
+def scrubbed_env(overrides: dict | None = None) -> dict:
+    """Untrusted code never sees tokens or runner secrets. ``overrides``: the revision's environment (PR mode)."""
     from dlci.exec.engine import is_secret_name
-    return {k: v for k, v in os.environ.items() if not is_secret_name(k)}
+    env = {**os.environ, **{k: str(v) for k, v in (overrides or {}).items()}}
+    return {k: v for k, v in env.items() if not is_secret_name(k)}
 
 
-def check_repro(path: Path, timeout: float = 600) -> bool:
+def check_repro(path: Path, timeout: float = 600, env: dict | None = None, log_suffix: str = ".log") -> bool:
     """Run the reproducer alone in a fresh interpreter: True when it exits 1 (reproduces)."""
     path = Path(path).resolve()  # it runs from its own folder: a relative path would not find it there
     try:
         proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=timeout,
-                              cwd=str(path.parent), env=scrubbed_env())
+                              cwd=str(path.parent), env=scrubbed_env(env))
     except subprocess.TimeoutExpired:
-        path.with_suffix(".log").write_text(f"timed out after {timeout} s\n")
+        path.with_suffix(log_suffix).write_text(f"timed out after {timeout} s\n")
         return False
-    path.with_suffix(".log").write_text(f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n"
+    path.with_suffix(log_suffix).write_text(f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n"
                                         f"{proc.stderr[-20000:]}")
     return proc.returncode == 1 and "REPRODUCED" in proc.stdout

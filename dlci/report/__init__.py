@@ -26,11 +26,61 @@ def verdict(doc: dict) -> str:
     return f"{n} confirmed finding{'s' if n != 1 else ''} in {st['tests_valid']} valid tests{tail}."
 
 
+def _new_in_pr(f: dict) -> str:
+    if f.get("new_in_pr") is None:
+        return "n/a"
+    base = f.get("base") or {}
+    if f["new_in_pr"]:
+        return f"**yes** (on base the same instances {base.get('status', '?')}" + \
+            (f", {base['symptom']})" if base.get("symptom") else ")")
+    return "no: the same failure is already on the base revision"
+
+
+def _pr_section(pr: dict, findings: list) -> list[str]:
+    """What the diff touched and why, base attribution, and the changed lines no test reached."""
+    lines = [f"## Pull request {pr['base'][:12]}..{pr['head'][:12]}", ""]
+    if pr.get("nothing_to_test"):
+        lines += [f"**Nothing to test:** {pr['nothing_to_test']}.", ""]
+    new = sum(1 for f in findings if f.get("new_in_pr"))
+    old = sum(1 for f in findings if f.get("new_in_pr") is False)
+    if findings:
+        lines += [f"{new} finding(s) new in this PR, {old} already on the base revision.", ""]
+    touched = pr.get("touched") or []
+    if touched:
+        lines += [f"Profiles: {', '.join(pr.get('profiles') or [])}. Touched operators "
+                  f"({len({t['operator'] for t in touched})}):", "",
+                  "| operator | converter | selected by | why | targets |", "|---|---|---|---|---|"]
+        for t in touched[:100]:
+            lines.append(f"| `{t['operator']}` | `{t['converter'][:60]}` | `{t['file']}:{t['line']}` | {t['why']} | "
+                         f"{', '.join(t['targets']) or '-'} |")
+        if len(touched) > 100:
+            lines.append(f"| … {len(touched) - 100} more in ops.json | | | | |")
+        lines.append("")
+    cov = pr.get("coverage") or {}
+    if cov.get("changed_statements"):
+        lines += [f"Changed converter statements run by the tests: {cov['reached_statements']} of "
+                  f"{cov['changed_statements']} ({cov['instances_reaching']} instances reached them)."]
+        if cov.get("unreached"):
+            lines += ["", "**Test gap** — changed lines no instance reached:", ""]
+            lines += [f"- `{g['file']}:{g['line']}` ({g['region'] or 'module level'})" for g in cov["unreached"][:30]]
+        lines.append("")
+    if pr.get("unmapped"):
+        lines += ["Changed code that maps to no operator:", ""]
+        lines += [f"- `{u['file']}:{u['line']}` {u.get('region') or ''} — {u['why']}" for u in pr["unmapped"][:30]]
+        lines.append("")
+    if pr.get("head_run"):
+        lines += ["Run a reproducer against the PR's code (in a checkout of the head revision):", "",
+                  f"    {pr['head_run']} python repro/F001.py", ""]
+    return lines
+
+
 def render_markdown(doc: dict) -> str:
     st = doc["stats"]
     lines = [f"# dlci report", "", f"**{verdict(doc)}**", "",
              f"{st['tests_run']} tests run ({st['tests_valid']} valid) on {st.get('operators', '?')} operators, "
              f"{st.get('instances', '?')} instances, in {st['seconds']:.0f} s.", ""]
+    if doc.get("pr"):
+        lines += _pr_section(doc["pr"], doc["findings"])
     if doc["findings"]:
         lines += ["| id | oracle | operator | target | stage | symptom | instances | reproducer |",
                   "|---|---|---|---|---|---|---|---|"]
@@ -43,13 +93,13 @@ def render_markdown(doc: dict) -> str:
                       f"- stage: {f['stage']}; origin: {f['origin'].get('source')} `{f['origin'].get('test')}`",
                       f"- signature: `{f['signature']}`",
                       *([f"- the same failure also shows through: {', '.join(f['also_in'])}"] if f.get("also_in") else []),
-                      f"- new in PR: {'n/a' if f['new_in_pr'] is None else f['new_in_pr']}",
+                      f"- new in PR: {_new_in_pr(f)}",
                       f"- reproducer: `{f['repro']}` (run it alone: exits 1 while the bug reproduces)", "",
                       "<details><summary>message</summary>", "", "```", f["message"][:1500], "```", "", "</details>",
                       ""]
     lines += ["## Per target", "", "| target | pass | unsupported | invalid | crash | inconsistency |",
               "|---|---|---|---|---|---|"]
-    for t, c in st["per_target"].items():
+    for t, c in (st.get("per_target") or {}).items():
         lines.append(f"| {t} | {c['pass']} | {c['unsupported']} | {c['invalid']} | {c['crash']} | "
                      f"{c['inconsistency']} |")
     if st.get("flaky"):

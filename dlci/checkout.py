@@ -1,0 +1,92 @@
+"""A revision of the target repository checked out on its own, and the environment that makes it importable.
+
+Head and base each get a detached ``git worktree`` (the user's working tree and index are never touched). The test
+workers and reproducers then run with the revision's ``python_path`` entries first on PYTHONPATH, its ``env``, and,
+when ``.dlci.yml`` names an ``install`` command, whatever that command installed under the revision's prefix.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sysconfig
+from pathlib import Path
+
+from dlci.config import Config
+
+INSTALL_TIMEOUT = 1800
+
+
+class CheckoutError(Exception):
+    """The revision could not be checked out or prepared (git failure, install command failed): exit 3."""
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env)
+
+
+class Checkout:
+    def __init__(self, repo: Path, sha: str, path: Path, label: str):
+        self.repo, self.sha, self.path, self.label = Path(repo), sha, Path(path), label
+        self.prefix = self.path.parent / f"{label}-prefix"
+        self.install_log = ""
+
+    @classmethod
+    def create(cls, repo: Path, sha: str, workdir: Path, label: str) -> "Checkout":
+        path = Path(workdir) / label
+        if path.exists():
+            shutil.rmtree(path)
+        proc = _git(repo, "worktree", "add", "--detach", "--force", str(path), sha)
+        if proc.returncode != 0:
+            raise CheckoutError(f"git worktree add for {label} ({sha[:12]}) failed: {proc.stderr.strip()}")
+        return cls(repo, sha, path, label)
+
+    def remove(self) -> None:
+        _git(self.repo, "worktree", "remove", "--force", str(self.path))
+        shutil.rmtree(self.path, ignore_errors=True)
+        shutil.rmtree(self.prefix, ignore_errors=True)
+        _git(self.repo, "worktree", "prune")
+
+    def _expand(self, value: str) -> str:
+        return value.format(checkout=str(self.path), prefix=str(self.prefix),
+                            site_packages=sysconfig.get_paths()["purelib"])
+
+    def prepare(self, config: Config) -> None:
+        """Run the configured install command in the checkout (its output kept for the report)."""
+        if not config.install:
+            return
+        self.prefix.mkdir(parents=True, exist_ok=True)
+        cmd = self._expand(config.install)
+        try:
+            proc = subprocess.run(cmd, shell=True, cwd=str(self.path), capture_output=True, text=True,
+                                  timeout=INSTALL_TIMEOUT, env=self.env(config, ()))
+        except subprocess.TimeoutExpired:
+            raise CheckoutError(f"install command for {self.label} timed out after {INSTALL_TIMEOUT} s: {cmd}")
+        self.install_log = (proc.stdout + proc.stderr)[-20000:]
+        if proc.returncode != 0:
+            raise CheckoutError(f"install command for {self.label} exited {proc.returncode}: {cmd}\n"
+                                + "\n".join(self.install_log.splitlines()[-20:]))
+
+    def env(self, config: Config, default_python_path=("",), default_env: dict | None = None) -> dict:
+        """Environment overrides for tests of this revision (merged over the worker's environment)."""
+        entries = config.python_path if config.python_path is not None else list(default_python_path)
+        paths = []
+        if config.install:
+            paths.append(str(self.prefix))
+        paths += [str((self.path / p).resolve()) for p in entries]
+        for p in paths:
+            if not Path(p).is_dir():
+                raise CheckoutError(f"python_path entry {p} does not exist in the {self.label} checkout")
+        env = {k: self._expand(v) for k, v in {**(default_env or {}), **(config.env or {})}.items()}
+        inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths + inherited))
+        return env
+
+    def run_hint(self, env: dict) -> str:
+        """How to run a reproducer against this revision, for the report."""
+        keys = [k for k in env if k != "PYTHONPATH"]
+        parts = [f"PYTHONPATH={shlex.quote(env['PYTHONPATH'])}"] if env.get("PYTHONPATH") else []
+        parts += [f"{k}={shlex.quote(env[k])}" for k in keys]
+        return " ".join(parts)

@@ -1,0 +1,79 @@
+"""`.dlci.yml`: how a target repository tells dlci what to test and how to import its own code.
+
+Read from the root of the PR's head revision; every key is optional (the detected profile supplies defaults).
+
+```yaml
+profiles: [tvm]                 # restrict the profiles (default: every profile that recognises the repo)
+targets: [tvm.from_fx, tvm.from_onnx]   # restrict the targets (default: those the touched converters reach)
+sources: [opinfo, module_db, onnx_node] # migration sources (default: all built-in ones)
+budget: 300                     # seconds of testing when --budget is not given
+limit_per_op: 8                 # instances per operator per source
+python_path: [python]           # checkout-relative entries put first on PYTHONPATH
+env:                            # environment for the tests; {checkout}, {prefix}, {site_packages} are expanded
+  TVM_LIBRARY_PATH: "{site_packages}/tvm/lib"
+install: "pip install --no-deps --target {prefix} dist/*.whl"   # run in each revision's checkout; {prefix} is
+                                                                # put first on PYTHONPATH
+```
+Unknown keys and wrong types are configuration errors (exit 2), reported with the key's name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+CONFIG_FILE = ".dlci.yml"
+
+
+class ConfigError(Exception):
+    """A malformed .dlci.yml: the CLI reports it and exits 2."""
+
+
+@dataclass
+class Config:
+    profiles: list[str] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    budget: float | None = None
+    limit_per_op: int | None = None
+    python_path: list[str] | None = None
+    env: dict[str, str] | None = None
+    install: str | None = None
+    known_issues: list[dict] = field(default_factory=list)
+    source: str = "defaults"  # where it came from, for the report
+
+    _TYPES = {"profiles": list, "targets": list, "sources": list, "budget": (int, float), "limit_per_op": int,
+              "python_path": list, "env": dict, "install": str, "known_issues": list}
+
+    @classmethod
+    def parse(cls, text: str | None, origin: str = CONFIG_FILE) -> "Config":
+        if text is None:
+            return cls()
+        import yaml
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{origin}: not valid YAML: {e}") from None
+        if data is None:
+            return cls(source=origin)
+        if not isinstance(data, dict):
+            raise ConfigError(f"{origin}: expected a mapping at the top level, got {type(data).__name__}")
+        unknown = sorted(set(data) - set(cls._TYPES))
+        if unknown:
+            raise ConfigError(f"{origin}: unknown key(s) {', '.join(map(str, unknown))}; "
+                              f"known: {', '.join(sorted(cls._TYPES))}")
+        for key, value in data.items():
+            want = cls._TYPES[key]
+            if value is not None and (not isinstance(value, want) or isinstance(value, bool)):
+                names = " or ".join(t.__name__ for t in (want if isinstance(want, tuple) else (want,)))
+                raise ConfigError(f"{origin}: {key} must be {names}, got {type(value).__name__}")
+        for key in ("profiles", "targets", "sources", "python_path"):
+            if any(not isinstance(v, str) for v in data.get(key) or []):
+                raise ConfigError(f"{origin}: every entry of {key} must be a string")
+        if any(not isinstance(v, (str, int, float)) for v in (data.get("env") or {}).values()):
+            raise ConfigError(f"{origin}: env values must be strings")
+        if data.get("budget") is not None and data["budget"] <= 0:
+            raise ConfigError(f"{origin}: budget must be positive")
+        if data.get("limit_per_op") is not None and data["limit_per_op"] < 1:
+            raise ConfigError(f"{origin}: limit_per_op must be at least 1")
+        cfg = cls(**{k: v for k, v in data.items() if v is not None}, source=origin)
+        cfg.env = {str(k): str(v) for k, v in (cfg.env or {}).items()} if cfg.env is not None else None
+        return cfg

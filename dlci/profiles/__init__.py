@@ -1,0 +1,87 @@
+"""Profiles: which operators and converters a change touches, read from the repository's own tables.
+
+``PROFILES`` maps names to Profile instances (one small module each, registered with :func:`register`).
+:func:`analyse` runs every profile that recognises the repository; the ``generic`` profile (changed identifiers
+matched against the known operator vocabulary) runs only when no specific profile recognised it.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from dlci.diff import Diff, GitRepo
+from dlci.profiles.base import Profile, ProfileResult, Touch
+
+PROFILES: dict[str, Profile] = {}
+FALLBACK = "generic"
+
+
+def register(cls: type[Profile]) -> type[Profile]:
+    """Class decorator: instantiate the profile and register it by name."""
+    if not cls.name or cls.name in PROFILES and type(PROFILES[cls.name]) is not cls:
+        raise ValueError(f"profile name {cls.name!r} missing or taken")
+    PROFILES[cls.name] = cls()
+    return cls
+
+
+@dataclass
+class Analysis:
+    """The diff, what each profile made of it, and the operators selected (deduplicated, with reasons)."""
+    diff: Diff
+    profiles: list[str] = field(default_factory=list)
+    touches: list[Touch] = field(default_factory=list)
+    unmapped: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        d = self.diff
+        return {
+            "repo": d.repo, "base": d.base, "base_ref": d.base_ref, "head": d.head,
+            "profiles": self.profiles,
+            "files_changed": len(d.files),
+            "lines_changed": sum(len(f.added) + len(f.removed) for f in d.files),
+            "truncated": d.truncated, "notes": list(d.notes),
+            "operators": sorted({t.operator for t in self.touches}),
+            "targets": sorted({x for t in self.touches for x in t.targets}),
+            "touches": [t.to_dict() for t in self.touches],
+            "unmapped": self.unmapped,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def analyse(repo: GitRepo, only: list[str] | None = None) -> Analysis:
+    """Diff ``repo`` (base = merge base) and map it to operators with every profile that recognises the repo."""
+    registry()
+    t0 = time.perf_counter()
+    diff = repo.diff()
+    result = Analysis(diff=diff)
+    names = list(only) if only else [n for n in PROFILES if n != FALLBACK]
+    unknown = [n for n in names if n not in PROFILES]
+    if unknown:
+        raise KeyError(f"unknown profile(s) {', '.join(unknown)}; known: {', '.join(sorted(PROFILES))}")
+    chosen = [n for n in names if PROFILES[n].detect(repo)] if not only else names
+    if not chosen and FALLBACK in PROFILES:
+        chosen = [FALLBACK]
+    seen = set()
+    for name in chosen:
+        part: ProfileResult = PROFILES[name].analyse(repo, diff)
+        result.profiles.append(name)
+        for t in part.touches:
+            key = (t.operator, t.namespace, t.converter, t.file, t.line, t.targets)
+            if key not in seen:
+                seen.add(key)
+                result.touches.append(t if t.profile else Touch(**{**t.to_dict(), "profile": name}))
+        result.unmapped += [{**u, "profile": name} for u in part.unmapped]
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def registry() -> dict[str, Profile]:
+    """Import every profile module (registration happens on import)."""
+    import importlib
+    import pkgutil
+    import dlci.profiles as pkg
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        if not mod.name.startswith("_") and mod.name != "base":
+            importlib.import_module(f"dlci.profiles.{mod.name}")
+    return PROFILES

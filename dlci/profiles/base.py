@@ -1,0 +1,56 @@
+"""What a profile is: it recognises a kind of repository and maps changed code to the operators it converts.
+
+A profile reads the repository's own tables (convert maps, op registrations, decorators) at the head revision
+(and at the base revision for deleted code), never a hand-kept list of operators. Each selected operator comes with
+the file:line that selected it, so a maintainer can see why dlci tests what it tests.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from dlci.diff import Diff, GitRepo
+
+
+@dataclass(frozen=True)
+class Touch:
+    """One operator reached by a change."""
+    operator: str        # as the repository names it: "softplus.default", "aten::threshold", "AveragePool"
+    namespace: str       # how to read that name: aten | torch.nn | onnx | tf | tflite | keras | any
+    converter: str       # the code that converts it: "ExportedProgramImporter._softplus", "translate_threshold"
+    file: str            # repo-relative path of the line that selected it
+    line: int            # 1-based, head coordinates (base coordinates when the code was deleted)
+    why: str             # e.g. "converter changed", "helper _avg_pool2d_impl changed (reached from _avg_pool2d)"
+    targets: tuple[str, ...] = ()  # dlci targets (frontend entry points) that reach this converter
+    profile: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class ProfileResult:
+    touches: list[Touch] = field(default_factory=list)
+    # changed files this profile recognised as its own (converter code) but could map to no operator:
+    # reported, so a change to shared infrastructure is visible rather than silently ignored
+    unmapped: list[dict] = field(default_factory=list)   # {"file", "line", "region", "why"}
+
+
+class Profile:
+    """Subclass, set ``name``/``description``, implement :meth:`detect` and :meth:`analyse`."""
+
+    name: str = ""
+    description: str = ""
+    # file patterns (fnmatch, repo-relative) of Python converter code whose line coverage can refine selection
+    python_converter_files: tuple[str, ...] = ()
+    # how a checkout of this kind of repository is made importable by default (a .dlci.yml overrides both):
+    # checkout-relative PYTHONPATH entries, and environment values ({site_packages}, {checkout} are expanded)
+    python_path: tuple[str, ...] = ()
+    env: dict = {}
+
+    def detect(self, repo: GitRepo) -> bool:
+        """Is this profile's kind of repository (checked at head)?"""
+        raise NotImplementedError
+
+    def analyse(self, repo: GitRepo, diff: Diff) -> ProfileResult:
+        """Map the diff's changed regions to operators."""
+        raise NotImplementedError

@@ -1,0 +1,82 @@
+"""onnx2torch: ONNX -> torch.nn converters.
+
+Table: functions in ``onnx2torch/node_converters/*.py`` decorated ``@add_converter(operation_type="Elu",
+version=6)`` (usually stacked, one per opset version, on a function named ``_``), read at the revision analysed. A
+changed converter selects its ONNX operator; a changed ``nn.Module`` class or helper selects the converters that use
+it (same file or another converter file, by name). No dlci target runs onnx2torch yet, so touches carry no target.
+"""
+from __future__ import annotations
+
+import ast
+import fnmatch
+
+from dlci.diff import Diff, GitRepo
+from dlci.profiles import register
+from dlci.profiles._tables import Entry, PyFile, PyTables, Selector, analyse_python, call_name, py_defs
+from dlci.profiles.base import Profile, ProfileResult
+
+CONVERTERS = "onnx2torch/node_converters"
+
+
+def _arg(dec: ast.Call, pos: int, kw: str):
+    for k in dec.keywords:
+        if k.arg == kw:
+            return k.value
+    return dec.args[pos] if len(dec.args) > pos else None
+
+
+def _const(node) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (str, int)):
+        return str(node.value)
+    return None
+
+
+def _domain(node) -> str:
+    if node is None:
+        return "onnx"
+    value = _const(node)
+    if value is not None:
+        return value or "onnx"
+    text = ast.unparse(node)
+    return "onnx" if text.endswith("ONNX_DOMAIN") else text
+
+
+def read(path: str, text: str) -> PyFile | None:
+    defs = py_defs(text)
+    if defs is None:
+        return None
+    rows = []
+    for d in defs:
+        if d.kind != "function":
+            continue
+        for dec in d.decorators:
+            if call_name(dec) == "add_converter" and isinstance(dec, ast.Call):
+                op = _const(_arg(dec, 0, "operation_type"))
+                if op is None:
+                    continue
+                version = _const(_arg(dec, 1, "version")) or "?"
+                rows.append(Entry(op, _domain(_arg(dec, 2, "domain")), path, dec.lineno, dec.end_lineno,
+                                  frozenset({d.key}), f"{d.name} (add_converter {op} v{version})", (),
+                                  "add_converter registration"))
+    return PyFile(path, defs, rows)
+
+
+def _converter_file(path: str) -> bool:
+    return fnmatch.fnmatch(path, f"{CONVERTERS}/*.py") and "/" not in path[len(CONVERTERS) + 1:]
+
+
+@register
+class Onnx2TorchProfile(Profile):
+    name = "onnx2torch"
+    description = "onnx2torch: @add_converter(operation_type=..., version=...) ONNX -> torch converters"
+    python_converter_files = (f"{CONVERTERS}/*.py",)
+
+    def detect(self, repo: GitRepo) -> bool:
+        return repo.exists(f"{CONVERTERS}/registry.py") or (
+            bool(repo.glob(f"{CONVERTERS}/*.py")) and repo.exists("onnx2torch/converter.py"))
+
+    def analyse(self, repo: GitRepo, diff: Diff) -> ProfileResult:
+        sel = Selector(self.name)
+        analyse_python(sel, repo, diff, PyTables(repo, read), _converter_file,
+                       peers=lambda path, side: [p for p in repo.files(side) if _converter_file(p)])
+        return sel.result

@@ -1,0 +1,60 @@
+"""onnxscript's torchlib: the ATen -> ONNX functions that ``torch.onnx`` (dynamo exporter) dispatches to.
+
+Table: functions in ``onnxscript/function_libs/torch_lib/ops/*.py`` decorated ``@torch_op("aten::elu")`` or
+``@torch_op(("aten::x", "aten::x.Tensor"), trace_only=True)``, read at the revision analysed. A changed function
+selects the ATen names it registers; a changed private helper selects the registered functions that call it (in
+any ops file, by name); a function removed by the PR selects what it registered at base. Target: ``torch.onnx``.
+"""
+from __future__ import annotations
+
+import ast
+import fnmatch
+
+from dlci.diff import Diff, GitRepo
+from dlci.profiles import register
+from dlci.profiles._tables import Entry, PyFile, PyTables, Selector, analyse_python, call_name, py_defs, strings_in
+from dlci.profiles.base import Profile, ProfileResult
+
+OPS = "onnxscript/function_libs/torch_lib/ops"
+TARGETS = ("torch.onnx",)
+
+
+def _namespace(name: str) -> str:
+    return name.split("::", 1)[0] if "::" in name else "aten"
+
+
+def read(path: str, text: str) -> PyFile | None:
+    defs = py_defs(text)
+    if defs is None:
+        return None
+    rows = []
+    for d in defs:
+        if d.kind != "function":
+            continue
+        for dec in d.decorators:
+            if call_name(dec) == "torch_op" and isinstance(dec, ast.Call) and dec.args:
+                for name in strings_in(dec.args[0]):
+                    rows.append(Entry(name, _namespace(name), path, dec.lineno, dec.end_lineno,
+                                      frozenset({d.key}), d.name, TARGETS, "torch_op registration"))
+    return PyFile(path, defs, rows)
+
+
+def _ops_file(path: str) -> bool:
+    return fnmatch.fnmatch(path, f"{OPS}/*.py") and "/" not in path[len(OPS) + 1:]
+
+
+@register
+class OnnxScriptProfile(Profile):
+    name = "onnxscript"
+    description = "onnxscript torchlib: @torch_op(\"aten::...\") functions used by the torch.onnx exporter"
+    python_converter_files = (f"{OPS}/*.py",)
+
+    def detect(self, repo: GitRepo) -> bool:
+        return bool(repo.glob(f"{OPS}/*.py"))
+
+    def analyse(self, repo: GitRepo, diff: Diff) -> ProfileResult:
+        sel = Selector(self.name)
+        tables = PyTables(repo, read)
+        analyse_python(sel, repo, diff, tables, _ops_file,
+                       peers=lambda path, side: [p for p in repo.files(side) if _ops_file(p)])
+        return sel.result

@@ -1,0 +1,59 @@
+"""tf2onnx: TensorFlow (and TFLite, TF.js) -> ONNX handlers.
+
+Table: classes in ``tf2onnx/onnx_opset/*.py`` decorated ``@tf_op("Elu")``, ``@tf_op(["Relu6", "Relu6V2"],
+onnx_op="Clip")`` (``@tfl_op`` for TFLite ops, ``@tfjs_op`` for TF.js), whose ``@classmethod version_N(cls, ctx,
+node, **kwargs)`` handlers convert the op, read at the revision analysed. A changed handler selects the class's ops;
+a changed helper function or base class selects the handler classes that call or inherit it (any opset file, by
+name). No dlci target runs tf2onnx, so touches carry no target.
+"""
+from __future__ import annotations
+
+import ast
+import fnmatch
+
+from dlci.diff import Diff, GitRepo
+from dlci.profiles import register
+from dlci.profiles._tables import Entry, PyFile, PyTables, Selector, analyse_python, call_name, py_defs, strings_in
+from dlci.profiles.base import Profile, ProfileResult
+
+OPSET = "tf2onnx/onnx_opset"
+DECORATORS = {"tf_op": "tf", "tfl_op": "tflite", "tfjs_op": "tfjs"}
+
+
+def read(path: str, text: str) -> PyFile | None:
+    defs = py_defs(text)
+    if defs is None:
+        return None
+    rows = []
+    for d in defs:
+        for dec in d.decorators:
+            ns = DECORATORS.get(call_name(dec) or "")
+            if ns and isinstance(dec, ast.Call) and dec.args:
+                onnx_op = next((k.value.value for k in dec.keywords if k.arg == "onnx_op"
+                                and isinstance(k.value, ast.Constant)), None)
+                for op in strings_in(dec.args[0]):
+                    rows.append(Entry(op, ns, path, dec.lineno, dec.end_lineno, frozenset({d.key}),
+                                      d.name + (f" (-> {onnx_op})" if onnx_op else ""), (),
+                                      f"{call_name(dec)} handler"))
+    return PyFile(path, defs, rows)
+
+
+def _opset_file(path: str) -> bool:
+    return fnmatch.fnmatch(path, f"{OPSET}/*.py") and "/" not in path[len(OPSET) + 1:]
+
+
+@register
+class Tf2OnnxProfile(Profile):
+    name = "tf2onnx"
+    description = "tf2onnx: @tf_op/@tfl_op handler classes (version_N methods) in tf2onnx/onnx_opset"
+    python_converter_files = (f"{OPSET}/*.py",)
+
+    def detect(self, repo: GitRepo) -> bool:
+        return repo.exists("tf2onnx/handler.py") and bool(repo.glob(f"{OPSET}/*.py"))
+
+    def analyse(self, repo: GitRepo, diff: Diff) -> ProfileResult:
+        sel = Selector(self.name)
+        analyse_python(sel, repo, diff, PyTables(repo, read), _opset_file,
+                       peers=lambda path, side: [p for p in repo.files(side) if _opset_file(p)],
+                       what="handler")
+        return sel.result

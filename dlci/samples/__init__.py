@@ -1,0 +1,189 @@
+"""Bundled sample pull requests against a real frontend: the installed TVM's own Python code.
+
+``build(name, dest)`` lays out a TVM-shaped repository (``python/tvm/**.py`` copied from the installed package, which
+runs against the installed native library through ``TVM_LIBRARY_PATH``), commits it as the base, applies the sample's
+one realistic edit on a branch and commits it as the head. The edits are written against TVM 0.27's sources; if a
+snippet is not found (another TVM release), building the sample fails loudly instead of testing the wrong thing.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FRONTEND = "python/tvm/relax/frontend"
+DLCI_YML = """\
+# how dlci imports this checkout's TVM: the Python sources from python/, the native library of the installed wheel
+python_path: [python]
+env:
+  TVM_LIBRARY_PATH: "{site_packages}/tvm/lib"
+"""
+
+
+@dataclass(frozen=True)
+class Edit:
+    file: str   # repo-relative
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class SamplePR:
+    name: str
+    title: str
+    edits: tuple[Edit, ...]
+    expect_operators: tuple[str, ...] = ()   # canonical operators the diff must select
+    expect_finding: bool = False             # a correct tool reports a new finding on this PR
+    note: str = ""
+    extra_files: dict = field(default_factory=dict)
+
+
+SAMPLES: dict[str, SamplePR] = {s.name: s for s in (
+    SamplePR(
+        "tvm-elu-minimum",
+        "[Relax][PyTorch] Simplify ELU lowering with minimum/maximum",
+        (Edit(f"{FRONTEND}/torch/base_fx_graph_translator.py",
+              """        # alpha * ReLU(1 - exp(x)) + ReLU(x)
+        return self.block_builder.emit(
+            relax.op.add(
+                relax.op.multiply(
+                    alpha,
+                    relax.op.nn.relu(relax.op.subtract(relax.const(1, dtype), relax.op.exp(x))),
+                ),
+                relax.op.nn.relu(x),
+            )
+        )
+""",
+              """        # alpha * min(0, exp(x) - 1) + max(0, x)
+        zero = relax.const(0, dtype)
+        return self.block_builder.emit(
+            relax.op.add(
+                relax.op.multiply(
+                    alpha,
+                    relax.op.minimum(zero, relax.op.subtract(relax.op.exp(x), relax.const(1, dtype))),
+                ),
+                relax.op.maximum(zero, x),
+            )
+        )
+"""),),
+        expect_operators=("elu",), expect_finding=True,
+        note="the new formula keeps the negated alpha of the ReLU(1 - exp(x)) form: negative inputs get the wrong "
+             "sign"),
+    SamplePR(
+        "tvm-avgpool-pad",
+        "[Relax][PyTorch] Share the avg_pool2d padding logic",
+        (Edit(f"{FRONTEND}/torch/base_fx_graph_translator.py",
+              "        count_include_pad: bool | None = True,\n    ) -> relax.Var:\n        # Expand to 4D",
+              "        count_include_pad: bool | None = True,\n    ) -> relax.Var:\n        count_include_pad = True\n"
+              "        # Expand to 4D"),),
+        expect_operators=("avg_pool2d",), expect_finding=True,
+        note="a helper (_avg_pool2d_impl) now ignores count_include_pad=False: every converter that reaches it is "
+             "selected"),
+    SamplePR(
+        "tvm-onnx-elu-default",
+        "[Relax][ONNX] Elu: read alpha once",
+        (Edit(f"{FRONTEND}/onnx/onnx_frontend.py",
+              'alpha = float(attr.get("alpha", 1.0))\n        return relax.expr.const(-alpha)',
+              'alpha = float(attr.get("alpha", 0.1))\n        return relax.expr.const(-alpha)'),),
+        expect_operators=("elu",), expect_finding=True,
+        note="the ONNX Elu converter's default alpha is wrong (1.0 per the ONNX spec)"),
+    SamplePR(
+        "tvm-elu-refactor",
+        "[Relax][PyTorch] Rename a local in the ELU converter",
+        (Edit(f"{FRONTEND}/torch/base_fx_graph_translator.py",
+              """        alpha = node.args[1] if len(node.args) > 1 else node.kwargs.get("alpha", 1.0)
+        dtype = x.ty.dtype
+
+        if isinstance(alpha, int | float):
+            alpha = relax.const(-alpha, dtype)
+        else:
+            if not isinstance(alpha, relax.Var):
+                alpha = self.block_builder.emit(relax.const(-alpha, dtype))
+
+        # alpha * ReLU(1 - exp(x)) + ReLU(x)""",
+              """        alpha = node.args[1] if len(node.args) > 1 else node.kwargs.get("alpha", 1.0)
+        x_dtype = x.ty.dtype
+
+        if isinstance(alpha, int | float):
+            alpha = relax.const(-alpha, x_dtype)
+        else:
+            if not isinstance(alpha, relax.Var):
+                alpha = self.block_builder.emit(relax.const(-alpha, x_dtype))
+        dtype = x_dtype
+
+        # alpha * ReLU(1 - exp(x)) + ReLU(x)"""),),
+        expect_operators=("elu",), expect_finding=False,
+        note="behaviour-preserving: tested, no finding"),
+    SamplePR(
+        "tvm-docs-only",
+        "[Docs] Clarify the nn.Module exporter docstring",
+        (Edit("README.md", "A TVM-shaped repository", "A TVM-shaped repository (Python sources only)"),),
+        expect_operators=(), expect_finding=False,
+        note="touches no converter: nothing to test"),
+)}
+DEFAULT = "tvm-elu-minimum"
+
+
+class SampleError(Exception):
+    """The sample cannot be built here (TVM not installed, or its sources changed)."""
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "dlci sample", "GIT_AUTHOR_EMAIL":
+           "sample@dlci.invalid", "GIT_COMMITTER_NAME": "dlci sample", "GIT_COMMITTER_EMAIL": "sample@dlci.invalid",
+           "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise SampleError(f"git {' '.join(args)} failed: {proc.stderr.strip()}")
+    return proc.stdout.strip()
+
+
+def installed_tvm() -> Path:
+    spec = importlib.util.find_spec("tvm")  # locates the package without importing it (and torch with it)
+    if spec is None or not spec.submodule_search_locations:
+        raise SampleError("TVM is not installed: pip install 'dlci[tvm]'")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def copy_tvm_python(dest: Path) -> None:
+    """The installed TVM's Python sources laid out as in a TVM checkout (python/tvm/...)."""
+    src = installed_tvm()
+    for path in src.rglob("*.py"):
+        rel = path.relative_to(src)
+        if "__pycache__" in rel.parts:
+            continue
+        target = dest / "python" / "tvm" / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+
+
+def build(name: str, dest: Path) -> tuple[Path, str, str]:
+    """Build sample PR ``name`` as a git repository at ``dest``; returns (repo, base sha, head sha)."""
+    if name not in SAMPLES:
+        raise SampleError(f"unknown sample {name!r}; known: {', '.join(sorted(SAMPLES))}")
+    sample = SAMPLES[name]
+    dest = Path(dest)
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    copy_tvm_python(dest)
+    (dest / ".dlci.yml").write_text(DLCI_YML)
+    (dest / "README.md").write_text("A TVM-shaped repository built by dlci from the installed TVM's sources.\n")
+    _git(dest, "init", "-q", "-b", "main")
+    _git(dest, "add", "-A")
+    _git(dest, "commit", "-q", "-m", "base: TVM Python sources")
+    base = _git(dest, "rev-parse", "HEAD")
+    _git(dest, "checkout", "-q", "-b", f"pr/{name}")
+    for edit in sample.edits:
+        path = dest / edit.file
+        text = path.read_text()
+        if text.count(edit.old) != 1:
+            raise SampleError(f"sample {name}: the snippet to edit occurs {text.count(edit.old)} times in "
+                              f"{edit.file} (written for TVM 0.27)")
+        path.write_text(text.replace(edit.old, edit.new))
+    _git(dest, "commit", "-q", "-am", sample.title)
+    head = _git(dest, "rev-parse", "HEAD")
+    return dest, base, head

@@ -1,0 +1,157 @@
+"""The TVM profile on a real checkout layout: the installed TVM's own Python sources in a temporary git repo."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tvm")
+
+from dlci import profiles, samples  # noqa: E402
+from dlci.diff import GitRepo  # noqa: E402
+
+FE = "python/tvm/relax/frontend"
+BASE_FX = f"{FE}/torch/base_fx_graph_translator.py"
+EP = f"{FE}/torch/exported_program_translator.py"
+ONNX = f"{FE}/onnx/onnx_frontend.py"
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "PATH": "/usr/bin:/bin", "HOME": str(repo)}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def tvm_repo(tmp_path_factory):
+    repo = tmp_path_factory.mktemp("tvm")
+    samples.copy_tvm_python(repo)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    return repo, git(repo, "rev-parse", "HEAD")
+
+
+def pr(tvm_repo, name: str, edits: dict[str, list[tuple[str, str]]]) -> GitRepo:
+    """Commit ``edits`` (file -> [(old, new)], each old snippet unique; new None deletes the file) on a branch."""
+    repo, base = tvm_repo
+    git(repo, "checkout", "-q", "-B", name, base)
+    for rel, changes in edits.items():
+        path = repo / rel
+        if changes is None:
+            path.unlink()
+            continue
+        text = path.read_text()
+        for old, new in changes:
+            assert text.count(old) == 1, (rel, old)
+            text = text.replace(old, new)
+        path.write_text(text)
+    git(repo, "commit", "-q", "-am", name)
+    return GitRepo(repo, base, git(repo, "rev-parse", "HEAD"))
+
+
+def touched(repo: GitRepo):
+    analysis = profiles.analyse(repo)
+    assert analysis.profiles == ["tvm"]
+    return analysis
+
+
+def by_target(analysis) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for t in analysis.touches:
+        for target in t.targets:
+            out.setdefault(target, set()).add(t.operator)
+    return out
+
+
+def test_converter_body_edit_selects_its_entries_in_both_torch_maps(tvm_repo):
+    sample = samples.SAMPLES["tvm-elu-minimum"]
+    edit = sample.edits[0]
+    a = touched(pr(tvm_repo, "elu", {edit.file: [(edit.old, edit.new)]}))
+    ops = by_target(a)
+    assert ops["tvm.from_exported_program"] == {"elu.default"}
+    assert "elu" in ops["tvm.from_fx"] and ops["tvm.from_fx"] <= {"elu", "nn.ELU"}
+    assert set(ops) == {"tvm.from_exported_program", "tvm.from_fx"}
+    for t in a.touches:
+        assert t.file == BASE_FX and t.why == "converter changed"
+    text = GitRepo(tvm_repo[0], "HEAD", "HEAD").text(BASE_FX)
+    line = a.touches[0].line
+    # the selecting line lies inside _elu at head
+    start = next(i for i, ln in enumerate(text.splitlines(), 1) if "def _elu(" in ln)
+    assert start < line < start + 30
+
+
+def test_shared_helper_selects_every_entry_that_reaches_it(tvm_repo):
+    edit = samples.SAMPLES["tvm-avgpool-pad"].edits[0]
+    a = touched(pr(tvm_repo, "avgpool", {edit.file: [(edit.old, edit.new)]}))
+    ops = by_target(a)
+    assert "avg_pool2d.default" in ops["tvm.from_exported_program"]
+    assert {"avg_pool2d", "nn.AvgPool2d"} <= ops["tvm.from_fx"]
+    everything = {t.operator for t in a.touches}
+    assert not any("max_pool" in o or "adaptive" in o or "avg_pool1d" in o or "avg_pool3d" in o for o in everything)
+    assert all("helper" in t.why and "_avg_pool2d_impl" in t.why for t in a.touches)
+
+
+def test_convert_map_line_selects_only_that_entry(tvm_repo):
+    a = touched(pr(tvm_repo, "mapline", {EP: [('"celu.default": self._celu,', '"celu.default": self._elu,')]}))
+    assert [(t.operator, t.why, t.file) for t in a.touches] == [("celu.default", "convert-map entry changed", EP)]
+
+
+def test_onnx_converter_class_and_its_base_class(tvm_repo):
+    edit = samples.SAMPLES["tvm-onnx-elu-default"].edits[0]
+    a = touched(pr(tvm_repo, "onnx-elu", {edit.file: [(edit.old, edit.new)]}))
+    assert {(t.operator, t.namespace) for t in a.touches} == {("Elu", "onnx")}
+    assert a.touches[0].targets == ("tvm.from_onnx",)
+    # Pool.get_pad_pair is inherited by the pooling converters: all of them, and nothing else
+    text = (Path(tvm_repo[0]) / ONNX).read_text()
+    git(tvm_repo[0], "checkout", "-q", tvm_repo[1])
+    start = text.index("class Pool(OnnxOpConverter):")
+    body = text[start:start + 3000]
+    old = "    def get_pad_pair(cls, input1d, kernel1d, stride1d, mode):\n"
+    assert old in body
+    b = touched(pr(tvm_repo, "onnx-pool", {ONNX: [(old, old + "        # pads are symmetric unless SAME_UPPER\n")]}))
+    ops = {t.operator for t in b.touches}
+    assert {"AveragePool", "MaxPool"} <= ops
+    assert "Conv" not in ops and "Elu" not in ops
+
+
+def test_library_op_change_selects_converters_that_call_it(tvm_repo):
+    rel = "python/tvm/relax/op/nn/nn.py"
+    text = (Path(tvm_repo[0]) / rel).read_text()
+    start = text.index("def softplus(")
+    doc_end = text.index('"""', text.index('"""', start) + 3) + 3
+    a = touched(pr(tvm_repo, "relax-softplus", {rel: [(text[start:doc_end], text[start:doc_end] +
+                                                       "\n    beta = float(beta)")]}))
+    ops = by_target(a)
+    assert "softplus.default" in ops["tvm.from_exported_program"]
+    assert {"softplus", "nn.Softplus"} <= ops["tvm.from_fx"]
+    assert all("library op" in t.why for t in a.touches)
+    assert "elu.default" not in ops["tvm.from_exported_program"]
+
+
+def test_deleted_converter_is_reported_from_the_base_side(tvm_repo):
+    text = (Path(tvm_repo[0]) / EP).read_text()
+    line = next(ln for ln in text.splitlines() if '"softsign.default"' in ln) + "\n"
+    a = touched(pr(tvm_repo, "drop-softsign", {EP: [(line, "")]}))
+    assert [(t.operator, t.why) for t in a.touches] == [("softsign.default", "convert-map entry removed (base line)")]
+
+
+def test_docs_only_change_touches_nothing_and_is_fast(tvm_repo):
+    repo, base = tvm_repo
+    git(repo, "checkout", "-q", "-B", "docs", base)
+    (repo / "docs.md").write_text("hello\n")
+    git(repo, "add", "docs.md")
+    git(repo, "commit", "-q", "-m", "docs")
+    a = touched(GitRepo(repo, base, git(repo, "rev-parse", "HEAD")))
+    assert a.touches == [] and a.unmapped == []
+
+
+def test_frontend_change_reaching_no_entry_is_reported_unmapped(tvm_repo):
+    text = (Path(tvm_repo[0]) / BASE_FX).read_text()
+    old = "    def update_convert_map(self, custom_convert_map: dict[str, Callable]):\n"
+    assert old in text
+    a = touched(pr(tvm_repo, "unmapped", {BASE_FX: [(old, old + "        # custom converters win over built-in ones\n")]}))
+    assert a.touches == []
+    assert any(u["region"] == "BaseFXGraphImporter.update_convert_map" for u in a.unmapped)
