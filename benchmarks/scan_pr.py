@@ -4,7 +4,7 @@
 
 Latency: each sample PR is scanned by a fresh `python -m dlci scan` process; the clock starts before the process
 does (imports, sample build, diff, source loading, worktree and worker start-up all count) and stops when the first
-failure is confirmed (stats.first_confirmed_at). Every sample with an injected bug must yield a finding that is new
+failure that turns out new in the PR is confirmed (stats.confirmed_at). Every sample with an injected bug must yield a finding that is new
 in the PR; the refactor and docs-only samples must yield none.
 
 APFD: a pool of tests = the instances of the touched operators plus those of `--distractors` other operators, each
@@ -41,8 +41,11 @@ def latency(names: list[str], budget: float, workdir: Path) -> list[dict]:
                                "--budget", str(budget), "--fail-on", "never"], capture_output=True, text=True)
         wall = time.time() - t0
         doc = json.loads((out / "findings.json").read_text())
-        first = doc["stats"].get("first_confirmed_at")
         new = [f for f in doc["findings"] if f.get("new_in_pr")]
+        # the clock stops at the first confirmation of a finding that is new in the PR (not an old bug of the base)
+        times = [doc["stats"]["confirmed_at"][f["signature"]] for f in new
+                 if f["signature"] in doc["stats"].get("confirmed_at", {})]
+        first = min(times) if times else None
         rows.append({"sample": name, "expect_finding": samples.SAMPLES[name].expect_finding, "exit": proc.returncode,
                      "seconds_to_first_confirmed": round(first - t0, 1) if first else None,
                      "new_findings": len(new), "already_on_base": len(doc["findings"]) - len(new),
@@ -70,11 +73,10 @@ def _run_all(tests, env: dict, workers: int = 2) -> dict:
 def apfd_for(name: str, distractors: int, workdir: Path, seeds: int = 20) -> dict:
     from dlci import operators, profiles
     from dlci import sources as S
-    from dlci.campaign import _same_failure
     from dlci.checkout import Checkout
     from dlci.config import Config
     from dlci.diff import GitRepo
-    from dlci.outcome import Outcome
+    from dlci.outcome import Outcome, same_digest
     from dlci.plan import apfd, balanced
     from dlci.scan import _canonical_targets, _runtime_defaults
     from dlci.targets import TARGETS
@@ -110,7 +112,10 @@ def apfd_for(name: str, distractors: int, workdir: Path, seeds: int = 20) -> dic
     for i, t in failing:
         h = Outcome.from_dict(on_head[(i.id, t)])
         b = on_base.get((i.id, t))
-        if b is None or not (Outcome.from_dict(b).failed and _same_failure(h, Outcome.from_dict(b))):
+        b = Outcome.from_dict(b) if b is not None else None
+        same = b is not None and b.failed and (b.status, b.stage, b.symptom) == (h.status, h.stage, h.symptom) \
+            and same_digest(h.digest, b.digest)
+        if not same:
             detects[f"{i.id}@{t}"] = {"injected"}
     ids = [f"{i.id}@{t}" for i, t in tests]
 

@@ -59,6 +59,7 @@ class Campaign:
     engine_info: dict = field(default_factory=dict)
     coverage: dict[tuple[str, str], dict] = field(default_factory=dict)  # (instance id, target) -> file -> lines
     first_confirmed_at: float | None = None  # epoch seconds: when the first failure was confirmed
+    confirmed_at: dict[str, float] = field(default_factory=dict)  # signature -> epoch seconds of its confirmation
 
     # -- results --------------------------------------------------------------------------------------
     def record(self, outcome: Outcome, confirming: str | None) -> str | None:
@@ -86,7 +87,8 @@ class Campaign:
         target = self.targets.get(rerun.target)
         if F.is_failure(rerun) and F.signature(rerun, getattr(target, "modules", ()) or ()) == sig:
             self.confirm_state[sig] = "confirmed"
-            self.first_confirmed_at = self.first_confirmed_at or time.time()
+            self.confirmed_at[sig] = time.time()
+            self.first_confirmed_at = self.first_confirmed_at or self.confirmed_at[sig]
             return None
         # did not fail the same way: try another instance with this signature, else call it flaky
         self.flaky.append({"signature": sig, "instance_id": rerun.instance_id, "rerun_status": rerun.status,
@@ -121,6 +123,7 @@ class Campaign:
             "flaky": self.flaky,
             "interrupted": self.interrupted,
             "first_confirmed_at": self.first_confirmed_at,
+            "confirmed_at": dict(self.confirmed_at),
             "engine": self.engine_info,
         }
 

@@ -31,6 +31,7 @@ class Outcome:
     log: str = ""                 # stderr tail of the worker when it died
     seconds: float = 0.0          # wall time of the whole test inside the worker (or until it was killed)
     coverage: dict = field(default_factory=dict)  # traced converter file -> sorted lines run while converting
+    digest: list = field(default_factory=list)     # per output: shape and summary numbers of what the target gave
 
     @property
     def valid(self) -> bool:
@@ -47,3 +48,34 @@ class Outcome:
     @classmethod
     def from_dict(cls, d: dict) -> "Outcome":
         return cls(**{k: d[k] for k in d if k in cls.__dataclass_fields__})
+
+
+def digest(arrays) -> list:
+    """A compact fingerprint of a target's outputs: two runs gave the same result when their digests agree
+    (used to tell a failure that is already on the base revision from one the PR changed)."""
+    import numpy as np
+    out = []
+    for a in arrays:
+        a = np.asarray(a)
+        entry = {"shape": list(a.shape), "dtype": str(a.dtype)}
+        if a.dtype.kind in "biufc" and a.size:
+            x = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
+            finite = np.isfinite(x)
+            entry.update(sum=complex(x[finite].sum()).real, abs=float(np.abs(x[finite]).sum()),
+                         nan=int(np.isnan(x).sum()), inf=int((~finite).sum() - np.isnan(x).sum()))
+        out.append(entry)
+    return out
+
+
+def same_digest(a: list, b: list, rtol: float = 1e-6) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if {k: v for k, v in x.items() if k not in ("sum", "abs")} != {k: v for k, v in y.items()
+                                                                    if k not in ("sum", "abs")}:
+            return False
+        for key in ("sum", "abs"):
+            u, v = x.get(key, 0.0), y.get(key, 0.0)
+            if abs(u - v) > rtol * max(1.0, abs(u), abs(v)):
+                return False
+    return True

@@ -377,9 +377,8 @@ def fold(findings: list) -> list:
 def _attribute(findings, campaign, base_env: dict, req: ScanRequest) -> None:
     """Re-run each finding's instances on the base revision: the same failure there means it is not new."""
     from dlci import findings as F
-    from dlci.campaign import _same_failure
     from dlci.exec import Engine, Job
-    from dlci.outcome import Outcome
+    from dlci.outcome import Outcome, same_digest
     jobs, owner = [], {}
     for f in findings:
         for iid in ([f.instance_id] + [i for i in f.instances if i != f.instance_id])[:BASE_RERUNS]:
@@ -407,7 +406,7 @@ def _attribute(findings, campaign, base_env: dict, req: ScanRequest) -> None:
         # the same failure: same signature and, for wrong results, the very same wrong numbers (a PR that changes
         # how wrong a result is has changed behaviour)
         same = [o for o in outs if F.is_failure(o) and F.signature(o, getattr(target, "modules", ())) == f.signature
-                and (o.instance_id not in head_outs or _same_failure(o, head_outs[o.instance_id]))]
+                and (o.instance_id not in head_outs or same_digest(o.digest, head_outs[o.instance_id].digest))]
         f.new_in_pr = not same
         o = same[0] if same else outs[0]
         f.base = {"status": o.status, "symptom": o.symptom, "stage": o.stage, "same_failure": bool(same),

@@ -14,7 +14,7 @@ import numpy as np
 
 from dlci import models
 from dlci.instance import Instance
-from dlci.outcome import CRASH, INCONSISTENT, INVALID, PASS, UNSUPPORTED, Outcome
+from dlci.outcome import CRASH, INCONSISTENT, INVALID, PASS, UNSUPPORTED, Outcome, digest
 from dlci.targets import get
 from dlci.targets._common import format_exc
 
@@ -155,6 +155,7 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
     finally:
         out.timings["compare"] = time.perf_counter() - t
     if verdict is not None:
+        out.digest = digest(got)
         out.status, out.stage = INCONSISTENT, "compare"
         out.symptom = verdict.get("symptom", "value mismatch")
         out.message = verdict.get("message", "")

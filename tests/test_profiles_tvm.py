@@ -84,7 +84,7 @@ def test_converter_body_edit_selects_its_entries_in_both_torch_maps(tvm_repo):
 
 
 def test_shared_helper_selects_every_entry_that_reaches_it(tvm_repo):
-    edit = samples.SAMPLES["tvm-avgpool-pad"].edits[0]
+    edit = samples.SAMPLES["tvm-avgpool-padding"].edits[0]
     a = touched(pr(tvm_repo, "avgpool", {edit.file: [(edit.old, edit.new)]}))
     ops = by_target(a)
     assert "avg_pool2d.default" in ops["tvm.from_exported_program"]

@@ -65,7 +65,11 @@ def test_refactor_pr_is_tested_and_produces_no_finding(tmp_path):
     assert [f for f in doc["findings"] if f["new_in_pr"] is not False] == []
     assert all(f["base"]["same_failure"] for f in doc["findings"])
     assert doc["stats"]["tests_valid"] > 0
-    assert doc["pr"]["coverage"]["reached_statements"] > 0
+    cov = doc["pr"]["coverage"]
+    assert 0 < cov["reached_statements"] < cov["changed_statements"]
+    # the edited branch for a non-constant alpha is run by no instance: reported as a test gap
+    assert [g["region"] for g in cov["unreached"]] == ["BaseFXGraphImporter._elu"]
+    assert "Test gap" in (tmp_path / "out" / "report.md").read_text()
 
 
 def test_bug_already_on_base_is_not_new(tmp_path):
@@ -83,7 +87,7 @@ def test_bug_already_on_base_is_not_new(tmp_path):
 
 
 def test_ops_lists_touched_operators_with_file_and_line(tmp_path, capsys):
-    repo, base, head = samples.build("tvm-avgpool-pad", tmp_path / "repo")
+    repo, base, head = samples.build("tvm-avgpool-padding", tmp_path / "repo")
     assert main(["ops", "--repo", str(repo), "--base", base, "--head", head]) == EXIT_CLEAN
     doc = json.loads(capsys.readouterr().out)
     assert "avg_pool2d" in doc["canonical_operators"]

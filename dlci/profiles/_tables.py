@@ -486,6 +486,13 @@ def body_refs(node: ast.AST) -> set[str]:
     return refs
 
 
+def directly_in(folder: str) -> Callable[[str], bool]:
+    """Predicate: a .py file directly inside ``folder`` (not in a subfolder): where a project keeps its converters."""
+    def test(path: str) -> bool:
+        return path.startswith(folder + "/") and path.endswith(".py") and "/" not in path[len(folder) + 1:]
+    return test
+
+
 def module_stem(path: str) -> str:
     """How other modules refer to ``path``: ``tf2onnx/onnx_opset/common.py`` -> common; a package's
     ``__init__.py`` -> the package name."""

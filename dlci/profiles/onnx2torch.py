@@ -8,11 +8,11 @@ it (same file or another converter file, by name). No dlci target runs onnx2torc
 from __future__ import annotations
 
 import ast
-import fnmatch
 
 from dlci.diff import Diff, GitRepo
 from dlci.profiles import register
-from dlci.profiles._tables import Entry, PyFile, PyTables, Selector, analyse_python, call_name, py_defs
+from dlci.profiles._tables import (
+    Entry, PyFile, PyTables, Selector, analyse_python, call_name, directly_in, py_defs)
 from dlci.profiles.base import Profile, ProfileResult
 
 CONVERTERS = "onnx2torch/node_converters"
@@ -61,8 +61,7 @@ def read(path: str, text: str) -> PyFile | None:
     return PyFile(path, defs, rows)
 
 
-def _converter_file(path: str) -> bool:
-    return fnmatch.fnmatch(path, f"{CONVERTERS}/*.py") and "/" not in path[len(CONVERTERS) + 1:]
+_converter_file = directly_in(CONVERTERS)
 
 
 @register

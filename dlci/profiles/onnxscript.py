@@ -8,11 +8,11 @@ any ops file, by name); a function removed by the PR selects what it registered 
 from __future__ import annotations
 
 import ast
-import fnmatch
 
 from dlci.diff import Diff, GitRepo
 from dlci.profiles import register
-from dlci.profiles._tables import Entry, PyFile, PyTables, Selector, analyse_python, call_name, py_defs, strings_in
+from dlci.profiles._tables import (
+    Entry, PyFile, PyTables, Selector, analyse_python, call_name, directly_in, py_defs, strings_in)
 from dlci.profiles.base import Profile, ProfileResult
 
 OPS = "onnxscript/function_libs/torch_lib/ops"
@@ -39,8 +39,7 @@ def read(path: str, text: str) -> PyFile | None:
     return PyFile(path, defs, rows)
 
 
-def _ops_file(path: str) -> bool:
-    return fnmatch.fnmatch(path, f"{OPS}/*.py") and "/" not in path[len(OPS) + 1:]
+_ops_file = directly_in(OPS)
 
 
 @register

@@ -9,11 +9,11 @@ name). No dlci target runs tf2onnx, so touches carry no target.
 from __future__ import annotations
 
 import ast
-import fnmatch
 
 from dlci.diff import Diff, GitRepo
 from dlci.profiles import register
-from dlci.profiles._tables import Entry, PyFile, PyTables, Selector, analyse_python, call_name, py_defs, strings_in
+from dlci.profiles._tables import (
+    Entry, PyFile, PyTables, Selector, analyse_python, call_name, directly_in, py_defs, strings_in)
 from dlci.profiles.base import Profile, ProfileResult
 
 OPSET = "tf2onnx/onnx_opset"
@@ -38,8 +38,7 @@ def read(path: str, text: str) -> PyFile | None:
     return PyFile(path, defs, rows)
 
 
-def _opset_file(path: str) -> bool:
-    return fnmatch.fnmatch(path, f"{OPSET}/*.py") and "/" not in path[len(OPSET) + 1:]
+_opset_file = directly_in(OPSET)
 
 
 @register

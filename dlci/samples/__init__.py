@@ -73,15 +73,23 @@ SAMPLES: dict[str, SamplePR] = {s.name: s for s in (
         note="the new formula keeps the negated alpha of the ReLU(1 - exp(x)) form: negative inputs get the wrong "
              "sign"),
     SamplePR(
-        "tvm-avgpool-pad",
-        "[Relax][PyTorch] Share the avg_pool2d padding logic",
+        "tvm-avgpool-padding",
+        "[Relax][PyTorch] avg_pool2d: normalise the padding argument",
         (Edit(f"{FRONTEND}/torch/base_fx_graph_translator.py",
-              "        count_include_pad: bool | None = True,\n    ) -> relax.Var:\n        # Expand to 4D",
-              "        count_include_pad: bool | None = True,\n    ) -> relax.Var:\n        count_include_pad = True\n"
-              "        # Expand to 4D"),),
+              "        # Expand to 4D by adding batch dim if input is 3D\n"
+              "        x_ndim = x.ty.ndim\n"
+              "        if x_ndim == 3:\n"
+              "            x = relax.op.expand_dims(x, axis=0)\n"
+              "        stride = kernel_size if stride is None or stride == [] else stride\n",
+              "        # Expand to 4D by adding batch dim if input is 3D\n"
+              "        x_ndim = x.ty.ndim\n"
+              "        if x_ndim == 3:\n"
+              "            x = relax.op.expand_dims(x, axis=0)\n"
+              "        stride = kernel_size if stride is None or stride == [] else stride\n"
+              "        padding = padding if isinstance(padding, int) else 0\n"),),
         expect_operators=("avg_pool2d",), expect_finding=True,
-        note="a helper (_avg_pool2d_impl) now ignores count_include_pad=False: every converter that reaches it is "
-             "selected"),
+        note="a shared helper (_avg_pool2d_impl) now drops list/tuple paddings: every converter that reaches it is "
+             "selected, and padded pooling gives wrong shapes"),
     SamplePR(
         "tvm-onnx-elu-default",
         "[Relax][ONNX] Elu: read alpha once",
