@@ -58,10 +58,12 @@ class Checkout:
         if not config.install:
             return
         self.prefix.mkdir(parents=True, exist_ok=True)
+        from dlci.findings.repro import scrubbed_env
         cmd = self._expand(config.install)
         try:
+            # the PR's own install command: untrusted code, so it never sees tokens or runner secrets
             proc = subprocess.run(cmd, shell=True, cwd=str(self.path), capture_output=True, text=True,
-                                  timeout=INSTALL_TIMEOUT, env=self.env(config, ()))
+                                  timeout=INSTALL_TIMEOUT, env=scrubbed_env(self.env(config, ())))
         except subprocess.TimeoutExpired:
             raise CheckoutError(f"install command for {self.label} timed out after {INSTALL_TIMEOUT} s: {cmd}")
         self.install_log = (proc.stdout + proc.stderr)[-20000:]

@@ -89,6 +89,13 @@ def test_install_command_fills_the_revision_prefix(repo, tmp_path):
     try:
         co.prepare(cfg)
         assert _value(co.env(cfg), "built") == "head"
+        os.environ["DLCI_TEST_TOKEN"] = "secret"
+        try:
+            co.prepare(Config.parse("install: \"env > {prefix}/env.txt\"\n"))
+        finally:
+            del os.environ["DLCI_TEST_TOKEN"]
+        seen = (co.prefix / "env.txt").read_text()
+        assert "DLCI_TEST_TOKEN" not in seen and "PATH=" in seen  # secrets scrubbed, the rest inherited
         bad = Config.parse("install: \"exit 7\"\n")
         with pytest.raises(CheckoutError, match="exited 7"):
             co.prepare(bad)
