@@ -95,6 +95,7 @@ def _post(s: dict, doc: dict, repo: str | None, number: int | None, head_sha: st
     poster = api.Poster(_client(s), repo, log=lambda m: print(m, flush=True),
                         retry_wait=float(os.environ.get("DLCI_GITHUB_RETRY_WAIT", "2.0")))
     try:
+        R.start_group("post to GitHub")
         if s["comment"] and number:
             cid, action = poster.upsert_comment(number, body)
             outputs["comment-id"] = cid
@@ -110,6 +111,8 @@ def _post(s: dict, doc: dict, repo: str | None, number: int | None, head_sha: st
     except GithubException as e:
         R.error(f"GitHub API error after retries: {e.status} {str(e.data)[:300]}")
         outputs["api-error"] = True
+    finally:
+        R.end_group()
     return outputs
 
 

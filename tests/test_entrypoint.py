@@ -129,16 +129,28 @@ def test_second_run_updates_the_same_comment(first_scan, tmp_path):
     fake = first_scan["fake"]
     before = fake.comments_on(REPO, PR)[0]
     fake.add_comment(REPO, PR, "<!-- dlci:sticky-comment --> a user quoting our marker", user="octocat")
+    fake.clear_log()
     code, log, outputs, _ = run_action(tmp_path, fake, pr_event(first_scan["base"], first_scan["head"]),
-                                       {"token": "ghs_app", "mode": "report",
-                                        "shards-dir": str(_shards(first_scan, tmp_path)),
-                                        "out": str(tmp_path / "merged")})
+                                       {"token": "ghs_app", "repo-path": str(first_scan["repo"]), "budget": "120",
+                                        "out": str(tmp_path / "out")})
     assert code == 1, log[-3000:]
     ours = [c for c in fake.comments_on(REPO, PR) if c.user == "github-actions[bot]"]
-    assert len(ours) == 1 and ours[0].id == before.id
-    assert outputs["comment-id"] == str(before.id)
+    assert len(ours) == 1 and ours[0].id == before.id and outputs["comment-id"] == str(before.id)
     assert "NEW IN THIS PR" in ours[0].body
+    assert [r.method for r in fake.writes() if "/comments" in r.path] == ["PATCH"]  # updated in place
     fake.assert_no_violations()
+
+
+def test_unchanged_results_do_not_rewrite_the_comment(first_scan, tmp_path):
+    fake = first_scan["fake"]
+    shards = _shards(first_scan, tmp_path)
+    inputs = {"token": "ghs_app", "mode": "report", "shards-dir": str(shards), "out": str(tmp_path / "merged"),
+              "check-run": "false"}
+    run_action(tmp_path / "a", fake, pr_event(first_scan["base"], first_scan["head"]), inputs)
+    fake.clear_log()
+    code, log, _, _ = run_action(tmp_path / "b", fake, pr_event(first_scan["base"], first_scan["head"]), inputs)
+    assert code == 1 and "unchanged" in log
+    assert fake.writes() == []
 
 
 def test_retried_create_never_duplicates_and_rate_limits_are_waited_out(first_scan, tmp_path):

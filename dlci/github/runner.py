@@ -127,6 +127,16 @@ def warning(message: str) -> None:
     gau.warning(message)
 
 
+def start_group(title: str) -> None:
+    import github_action_utils as gau
+    gau.start_group(title)
+
+
+def end_group() -> None:
+    import github_action_utils as gau
+    gau.end_group()
+
+
 def group(title: str):
     import github_action_utils as gau
     return gau.group(title)
