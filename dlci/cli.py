@@ -1,4 +1,4 @@
-"""Command line: `dlci targets`, `dlci sources`, `dlci test`, `dlci ops`, `dlci scan`.
+"""Command line: `dlci targets`, `dlci sources`, `dlci test`, `dlci ops`, `dlci scan`, `dlci triage`.
 
 Exit codes (contract): 0 clean, 1 findings the --fail-on policy counts, 2 usage or configuration error,
 3 internal or infrastructure error. A run that is interrupted still writes its partial report.
@@ -131,7 +131,13 @@ def cmd_test(args) -> int:
          f"{', '.join(targets)}; budget {args.budget:.0f} s; output {args.out}")
     opts = campaign.Options(out_dir=Path(args.out), budget=args.budget, workers=args.workers, timeout=args.timeout,
                             memory_mb=args.memory_mb, check_repros=not args.no_repro_check, progress=_say)
+    known = _known_from(args.known)
     doc = campaign.run(instances, targets, opts)
+    if known:
+        from dlci.findings.known import apply
+        from dlci.report import write_reports
+        apply(doc, known)
+        write_reports(Path(args.out), doc)
     from dlci.report import verdict
     _say(verdict(doc) + f" Report: {Path(args.out) / 'report.md'}")
     if doc["stats"].get("interrupted"):
@@ -146,9 +152,55 @@ def counted(doc: dict, policy: str) -> int:
     """How many findings the --fail-on policy counts: never | new | any."""
     if policy == "never":
         return 0
+    live = [f for f in doc["findings"] if not f.get("known")]  # known issues never fail a run
     if policy == "new":
-        return sum(1 for f in doc["findings"] if f.get("new_in_pr") is not False)
-    return len(doc["findings"])
+        return sum(1 for f in live if f.get("new_in_pr") is not False)
+    return len(live)
+
+
+def _known_from(path: str | None) -> list:
+    """Known issues from a .dlci.yml-style file (``--known``)."""
+    if not path:
+        return []
+    from dlci.config import Config, ConfigError
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"--known: cannot read {path}: {e}") from None
+    try:
+        return Config.parse(text, path).known()
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+
+
+def cmd_triage(args) -> int:
+    """Findings of a finished run with their signatures, and known_issues entries ready to paste."""
+    import yaml
+    from dlci.findings.known import apply, suggestion
+    path = Path(args.dir) / "findings.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        findings = doc["findings"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UsageError(f"{path} is not a dlci findings.json: {e}") from None
+    known = _known_from(args.known)
+    if known:
+        apply(doc, known)
+    if args.json:
+        print(json.dumps([{k: f.get(k) for k in ("id", "signature", "operator", "target", "symptom", "oracle",
+                                                   "new_in_pr", "known", "repro")} for f in findings], indent=2))
+        return EXIT_CLEAN
+    for f in findings:
+        state = ("known: " + (f["known"].get("link") or f["known"].get("note"))) if f.get("known") else \
+            {True: "new in PR", False: "already on base", None: "-"}[f.get("new_in_pr")]
+        print(f"{f['id']}  {f['target']}  {f['operator']}  {f['symptom']}  [{state}]\n    signature: "
+              f"{f['signature']}\n    reproducer: {f.get('repro') or '-'}")
+    fresh = [suggestion(f) for f in findings if not f.get("known")]
+    if fresh:
+        print("\n# known_issues entries for .dlci.yml (fill in the link; widen a pattern with * where the same "
+              "bug shows on more operators or targets):")
+        print(yaml.safe_dump({"known_issues": fresh}, sort_keys=False, width=120).rstrip())
+    return EXIT_CLEAN
 
 
 def _open_repo(args):
@@ -236,8 +288,15 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", default="dlci-out", help="output directory (findings.json, report.md, repro/)")
     t.add_argument("--harvest", action="append", help="also harvest operator calls from this pytest suite path")
     t.add_argument("--fail-on", choices=("any", "new", "never"), default="any")
+    t.add_argument("--known", help="a .dlci.yml whose known_issues mark matching findings as known")
     _add_run_options(t)
     t.set_defaults(func=cmd_test)
+
+    tr = sub.add_parser("triage", help="findings of a run with their signatures, and known_issues entries to paste")
+    tr.add_argument("dir", nargs="?", default="dlci-out", help="output directory of a dlci test/scan run")
+    tr.add_argument("--known", help="a .dlci.yml whose known_issues are applied first")
+    tr.add_argument("--json", action="store_true")
+    tr.set_defaults(func=cmd_triage)
 
     o = sub.add_parser("ops", help="operators and converters a diff touches (JSON, with the file:line of each)")
     o.add_argument("--repo", default=".", help="git repository (default: .)")

@@ -8,6 +8,9 @@ targets: [tvm.from_fx, tvm.from_onnx]   # restrict the targets (default: those t
 sources: [opinfo, module_db, onnx_node] # migration sources (default: all built-in ones)
 budget: 300                     # seconds of testing when --budget is not given
 limit_per_op: 8                 # instances per operator per source
+known_issues:                   # findings to list as known, not as bugs (see dlci/findings/known.py)
+  - signature: "tvm.from_fx|compare|nn::ELU|*"
+    link: https://github.com/apache/tvm/issues/NNNN
 python_path: [python]           # checkout-relative entries put first on PYTHONPATH
 env:                            # environment for the tests; {checkout}, {prefix}, {site_packages} are expanded
   TVM_LIBRARY_PATH: "{site_packages}/tvm/lib"
@@ -39,6 +42,10 @@ class Config:
     install: str | None = None
     known_issues: list[dict] = field(default_factory=list)
     source: str = "defaults"  # where it came from, for the report
+
+    def known(self):
+        from dlci.findings.known import parse
+        return parse(self.known_issues, self.source)
 
     _TYPES = {"profiles": list, "targets": list, "sources": list, "budget": (int, float), "limit_per_op": int,
               "python_path": list, "env": dict, "install": str, "known_issues": list}
@@ -74,6 +81,11 @@ class Config:
             raise ConfigError(f"{origin}: budget must be positive")
         if data.get("limit_per_op") is not None and data["limit_per_op"] < 1:
             raise ConfigError(f"{origin}: limit_per_op must be at least 1")
+        from dlci.findings.known import KnownIssueError, parse as parse_known
+        try:
+            parse_known(data.get("known_issues") or [], origin)
+        except KnownIssueError as e:
+            raise ConfigError(str(e)) from None
         cfg = cls(**{k: v for k, v in data.items() if v is not None}, source=origin)
         cfg.env = {str(k): str(v) for k, v in (cfg.env or {}).items()} if cfg.env is not None else None
         return cfg

@@ -226,9 +226,11 @@ def scan(req: ScanRequest) -> tuple[dict, int]:
             with ThreadPoolExecutor(max(1, req.workers)) as pool:
                 list(pool.map(on_base, [f for f in doc["findings"] if f.get("repro")]))
             write_reports(out, doc)
+        from dlci.findings.known import apply
+        pr["known_issues_matched"] = apply(doc, config.known())
         doc["stats"]["seconds"] = round(time.time() - t0, 2)
         write_reports(out, doc)
-        new = sum(1 for f in doc["findings"] if f.get("new_in_pr"))
+        new = sum(1 for f in doc["findings"] if f.get("new_in_pr") and not f.get("known"))
         return doc, new
     finally:
         for c in checkouts.values():

@@ -41,7 +41,7 @@ def _base_note(f: dict) -> str | None:
 
 
 def verdict_line(doc: dict) -> str:
-    findings = doc["findings"]
+    findings = [f for f in doc["findings"] if not f.get("known")]
     new = sum(1 for f in findings if f.get("new_in_pr"))
     old = sum(1 for f in findings if f.get("new_in_pr") is False)
     pr = doc.get("pr") or {}
@@ -52,6 +52,8 @@ def verdict_line(doc: dict) -> str:
             f" ({old} already on base)" if old else "")
     if old:
         return f":warning: dlci: no new bug; {old} already on the base revision"
+    if any(f.get("new_in_pr") is None for f in findings):
+        return f":x: dlci: {len(findings)} finding(s)"
     return ":white_check_mark: dlci: no bug found in the operators this PR touches"
 
 
@@ -112,13 +114,18 @@ def _render_once(doc, findings, flaky, skipped, repro_limit, max_findings, detai
         notes.append("Reproducers are not inlined (the comment would exceed GitHub's size limit)")
     if max_findings and len(findings) > max_findings:
         notes.append(f"{len(findings) - max_findings} more finding(s) are not listed here")
+    live = [f for f in shown if not f.get("known")]
     sections = [
         {"title": "NEW IN THIS PR", "blurb": "These fail on this PR's code and not on the base revision.",
-         "findings": [f for f in shown if f.get("new_in_pr")]},
+         "findings": [f for f in live if f.get("new_in_pr")]},
         {"title": "ALREADY ON BASE", "blurb": "The same failure happens on the base revision: not caused by this PR.",
-         "findings": [f for f in shown if f.get("new_in_pr") is False]},
+         "findings": [f for f in live if f.get("new_in_pr") is False]},
         {"title": "FINDINGS", "blurb": "Not classified against a base revision.",
-         "findings": [f for f in shown if f.get("new_in_pr") is None]},
+         "findings": [f for f in live if f.get("new_in_pr") is None]},
+        {"title": "KNOWN ISSUES", "blurb": "Matched by `known_issues` in `.dlci.yml`: tracked elsewhere, never fail "
+                                           "the job.",
+         "findings": [dict(f, base_note=f"Known: {f['known'].get('link') or ''} {f['known'].get('note') or ''}"
+                           .strip()) for f in shown if f.get("known")]},
     ]
     truncated = ("; ".join(notes) + ": see the job summary and the `dlci-out` artifact.") if notes else ""
     ops = pr.get("operators") or sorted({t["operator"] for t in pr.get("touched") or []})

@@ -18,9 +18,11 @@ def write_reports(out: Path, doc: dict, campaign=None) -> None:
 
 
 def verdict(doc: dict) -> str:
-    n = len(doc["findings"])
+    known = sum(1 for f in doc["findings"] if f.get("known"))
+    n = len(doc["findings"]) - known
     st = doc["stats"]
     tail = " (interrupted: partial results)" if st.get("interrupted") else ""
+    tail = (f" ({known} more match known issues)" if known else "") + tail
     if n == 0:
         return f"No confirmed findings in {st['tests_valid']} valid tests{tail}."
     return f"{n} confirmed finding{'s' if n != 1 else ''} in {st['tests_valid']} valid tests{tail}."
@@ -89,7 +91,8 @@ def render_markdown(doc: dict) -> str:
                          f"{f['stage']} | {f['symptom']} | {len(f['instances'])} | `{f['repro']}` |")
         lines.append("")
         for f in doc["findings"]:
-            lines += [f"## {f['id']}: {f['target']} — {f['symptom']} on `{f['operator']}`", "",
+            known = f" — known issue {f['known'].get('link') or f['known'].get('note')}" if f.get("known") else ""
+            lines += [f"## {f['id']}: {f['target']} — {f['symptom']} on `{f['operator']}`{known}", "",
                       f"- stage: {f['stage']}; origin: {f['origin'].get('source')} `{f['origin'].get('test')}`",
                       f"- signature: `{f['signature']}`",
                       *([f"- the same failure also shows through: {', '.join(f['also_in'])}"] if f.get("also_in") else []),
