@@ -39,6 +39,8 @@ class Options:
     planner: Callable[[Sequence[Instance]], list[Instance]] | None = None
     classify: Callable[[list, "Campaign"], None] | None = None
     report_extra: Callable[["Campaign"], dict] | None = None  # more top-level keys for findings.json
+    reduce: bool = True                  # shrink each finding's instance before its reproducer is written
+    reduce_seconds: float | None = None  # per finding (default: a share of the budget, 10 to 60 s)
 
 
 @dataclass
@@ -59,6 +61,7 @@ class Campaign:
     engine_info: dict = field(default_factory=dict)
     coverage: dict[tuple[str, str], dict] = field(default_factory=dict)  # (instance id, target) -> file -> lines
     first_confirmed_at: float | None = None  # epoch seconds: when the first failure was confirmed
+    reductions: dict[str, object] = field(default_factory=dict)  # signature -> dlci.reduce.Reduction
     confirmed_at: dict[str, float] = field(default_factory=dict)  # signature -> epoch seconds of its confirmation
 
     # -- results --------------------------------------------------------------------------------------
@@ -213,6 +216,8 @@ def run(instances: Sequence[Instance], targets: dict, options: Options) -> dict:
                 more = engine.run(jobs(), on_result, deadline=time.monotonic() + max(60.0, 0.1 * options.budget))
                 campaign.interrupted = getattr(more, "reason", None) in ("SIGTERM", "SIGINT")
             campaign.engine_info = _info_dict(info)
+            if options.reduce and not campaign.interrupted:
+                reduce_findings(campaign, engine)
         except BaseException:
             # an internal error must not lose what was gathered: write the partial report, then fail loudly
             campaign.interrupted = True
@@ -220,6 +225,38 @@ def run(instances: Sequence[Instance], targets: dict, options: Options) -> dict:
             raise
 
     return finish(campaign)
+
+
+def representative(campaign: "Campaign", sig: str) -> Outcome:
+    """The smallest instance that hit this signature (and did not flake) makes the most readable reproducer."""
+    flaky_ids = {f["instance_id"] for f in campaign.flaky if f["signature"] == sig}
+    outcomes = [o for o in campaign.failures[sig] if o.instance_id not in flaky_ids] or campaign.failures[sig]
+    return min(outcomes, key=lambda o: _size(campaign.instances[o.instance_id]))
+
+
+def reduce_findings(campaign: "Campaign", engine) -> None:
+    """Shrink each confirmed signature's representative while it still fails the same way (same signature), in
+    the campaign's own workers; a reduced instance that fails again on its confirmation run replaces it."""
+    from dlci.reduce import engine_runner, reduce_instance
+    options = campaign.options
+    per = options.reduce_seconds or min(60.0, max(10.0, 0.1 * options.budget))
+    for sig, state in campaign.confirm_state.items():
+        if state != "confirmed" or campaign.interrupted:
+            continue
+        rep = representative(campaign, sig)
+        target = campaign.targets[rep.target]
+        red = reduce_instance(campaign.instances[rep.instance_id], rep.target, sig,
+                              run=engine_runner(engine, rep.target, options.timeout),
+                              modules=tuple(getattr(target, "modules", ()) or ()), budget=per)
+        campaign.reductions[sig] = red
+        if red.confirmed and red.changed and red.outcome:
+            campaign.instances[red.reduced.id] = red.reduced
+            campaign.failures[sig].append(Outcome.from_dict(red.outcome))
+            if options.progress:
+                options.progress(f"reduced {rep.op} on {rep.target}: {red.before.get('elements')} -> "
+                                 f"{red.after.get('elements')} elements in {red.seconds:.0f} s"
+                                 + (f"; parameters that matter: {', '.join(red.params_that_matter)}"
+                                    if red.params_that_matter else ""))
 
 
 def _info_dict(info) -> dict:
@@ -242,8 +279,11 @@ def finish(campaign: Campaign) -> dict:
             continue
         flaky_ids = {f["instance_id"] for f in campaign.flaky if f["signature"] == sig}
         outcomes = [o for o in campaign.failures[sig] if o.instance_id not in flaky_ids] or campaign.failures[sig]
-        # the smallest instance that hit this signature makes the most readable reproducer
-        rep = min(outcomes, key=lambda o: _size(campaign.instances[o.instance_id]))
+        red = campaign.reductions.get(sig)
+        if red is not None and red.confirmed and red.changed and red.outcome:
+            rep = Outcome.from_dict(red.outcome)  # the reduced instance, with the message it failed with
+        else:
+            rep = representative(campaign, sig)
         inst = campaign.instances[rep.instance_id]
         target = campaign.targets[rep.target]
         n = len(findings) + 1
@@ -253,7 +293,7 @@ def finish(campaign: Campaign) -> dict:
             message=rep.message[:2000], instance_id=rep.instance_id, origin=inst.origin.__dict__,
             distance=rep.distance, traceback=rep.traceback[-4000:], log=rep.log[-2000:],
             instances=sorted({o.instance_id for o in outcomes}), operators=sorted({o.op for o in outcomes}),
-            confirmed=True)
+            confirmed=True, reduction=_reduction_summary(red))
         findings.append(finding)
 
     findings = attribute_to_exporter(findings, campaign)
@@ -272,12 +312,17 @@ def finish(campaign: Campaign) -> dict:
         except Exception as e:  # a recipe the renderer cannot express: reported, never fatal
             f.repro, f.repro_checked = "", False
             f.message += f"\n(dlci could not render a reproducer: {type(e).__name__}: {e})"
+        _render_test_style(f, campaign, out)
     unreproduced = []
     if options.check_repros and not campaign.interrupted:
         def check(finding):
             if finding.id not in paths:
                 return
             finding.repro_checked = check_repro(paths[finding.id], env=options.env)
+            if finding.test_style_repro:
+                from dlci.findings.test_style import check_test, pytest_available
+                if pytest_available():  # the standalone script alone decides whether a finding is reported
+                    finding.test_style_checked = check_test(out / finding.test_style_repro, env=options.env)
             if options.progress:
                 options.progress(f"reproducer {finding.repro}: "
                                  f"{'reproduces' if finding.repro_checked else 'does NOT reproduce alone'}")
@@ -288,15 +333,16 @@ def finish(campaign: Campaign) -> dict:
         # a finding whose reproducer does not reproduce alone is not reported (it goes to stats for triage)
         unreproduced = [f.to_dict() for f in findings if f.repro_checked is False]
         findings = [f for f in findings if f.repro_checked is not False]
-    for f in unreproduced:  # their scripts stay for triage, under a name that says so
-        if f["repro"] and (out / f["repro"]).exists():
-            src = out / f["repro"]
-            dest = out / "repro" / "unreproduced" / src.name
-            dest.parent.mkdir(exist_ok=True)
-            src.rename(dest)
-            if src.with_suffix(".log").exists():
-                src.with_suffix(".log").rename(dest.with_suffix(".log"))
-            f["repro"] = str(dest.relative_to(out))
+    for f in unreproduced:  # their scripts (and test-style tests) stay for triage, under a name that says so
+        for key in ("repro", "test_style_repro"):
+            if f[key] and (out / f[key]).exists():
+                src = out / f[key]
+                dest = out / "repro" / "unreproduced" / src.name
+                dest.parent.mkdir(exist_ok=True)
+                src.rename(dest)
+                if src.with_suffix(".log").exists():
+                    src.with_suffix(".log").rename(dest.with_suffix(".log"))
+                f[key] = str(dest.relative_to(out))
     for n, finding in enumerate(findings, start=1):
         old_id, finding.id = finding.id, f"F{n:03d}"
         if finding.repro and old_id != finding.id:  # re-render so that the script names its final id
@@ -306,6 +352,13 @@ def finish(campaign: Campaign) -> dict:
             if old_path.with_suffix(".log").exists():
                 old_path.with_suffix(".log").rename(new_path.with_suffix(".log"))
             finding.repro = str(new_path.relative_to(out))
+            if finding.test_style_repro:  # its file and test names carry the id too
+                old_test = out / finding.test_style_repro
+                _render_test_style(finding, campaign, out)
+                if old_test.exists() and out / finding.test_style_repro != old_test:
+                    old_test.unlink()
+                    if old_test.with_suffix(".log").exists():
+                        old_test.with_suffix(".log").rename((out / finding.test_style_repro).with_suffix(".log"))
 
     stats["unreproduced"] = [{k: f[k] for k in ("operator", "target", "symptom", "signature", "repro")}
                              for f in unreproduced]
@@ -351,6 +404,30 @@ def attribute_to_exporter(findings: list, campaign: Campaign) -> list:
                     continue
         kept.append(f)
     return kept
+
+
+def _render_test_style(finding, campaign: "Campaign", out: Path) -> None:
+    """The reproducer again, as a test in the target repository's own style (never fatal: the script is what
+    counts)."""
+    try:
+        from dlci.findings.test_style import render_test, style_for
+        path = render_test(finding, campaign.instances[finding.instance_id], out / "repro" / "tests")
+    except Exception as e:
+        finding.test_style_repro, finding.test_style_checked = "", None
+        if campaign.options.progress:
+            campaign.options.progress(f"no test-style reproducer for {finding.id}: {type(e).__name__}: {e}")
+        return
+    if path is not None:
+        finding.test_style = style_for(finding.target) or ""
+        finding.test_style_repro = str(path.relative_to(out))
+
+
+def _reduction_summary(red) -> dict | None:
+    if red is None:
+        return None
+    return {"confirmed": red.confirmed, "changed": red.changed, "from_instance": red.original.id,
+            "before": red.before, "after": red.after, "params_that_matter": list(red.params_that_matter),
+            "steps": len(red.steps), "tried": red.tried, "seconds": round(red.seconds, 1)}
 
 
 def _size(inst: Instance) -> int:

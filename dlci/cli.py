@@ -130,7 +130,8 @@ def cmd_test(args) -> int:
     _say(f"{len(instances)} instances of {len({i.op for i in instances})} operators; targets: "
          f"{', '.join(targets)}; budget {args.budget:.0f} s; output {args.out}")
     opts = campaign.Options(out_dir=Path(args.out), budget=args.budget, workers=args.workers, timeout=args.timeout,
-                            memory_mb=args.memory_mb, check_repros=not args.no_repro_check, progress=_say)
+                            memory_mb=args.memory_mb, check_repros=not args.no_repro_check, progress=_say,
+                            reduce=not args.no_reduce)
     known = _known_from(args.known)
     doc = campaign.run(instances, targets, opts)
     if known:
@@ -248,7 +249,7 @@ def cmd_scan(args) -> int:
                         targets=_split(args.targets) if args.targets else None,
                         sources=_split(args.sources) if args.sources else None, limit_per_op=args.limit_per_op,
                         workers=args.workers, timeout=args.timeout, memory_mb=args.memory_mb,
-                        check_repros=not args.no_repro_check, progress=_say)
+                        check_repros=not args.no_repro_check, reduce=not args.no_reduce, progress=_say)
     try:
         doc, _new = S.scan(req)
     except (DiffError, ConfigError) as e:
@@ -270,6 +271,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per test before it counts as a hang")
     p.add_argument("--memory-mb", type=int, default=3000, help="memory per worker before a test counts as OOM")
     p.add_argument("--no-repro-check", action="store_true", help="do not run each reproducer alone to verify it")
+    p.add_argument("--no-reduce", action="store_true", help="keep each finding's instance as found (no shrinking)")
 
 
 def build_parser() -> argparse.ArgumentParser:

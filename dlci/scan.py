@@ -37,6 +37,7 @@ class ScanRequest:
     timeout: float = 120.0
     memory_mb: int = 3000
     check_repros: bool = True
+    reduce: bool = True
     progress: Callable[[str], None] = field(default=lambda msg: None)
 
 
@@ -213,7 +214,7 @@ def scan(req: ScanRequest) -> tuple[dict, int]:
         opts = C.Options(out_dir=out, budget=budget, workers=req.workers, timeout=req.timeout,
                          memory_mb=req.memory_mb, check_repros=req.check_repros, progress=say, env=head_env,
                          targets_for=targets_for, trace_files=trace, planner=planner, classify=classify,
-                         report_extra=report_extra)
+                         report_extra=report_extra, reduce=req.reduce)
         doc = C.run(instances, chosen, opts)
         if req.check_repros and "base" in checkouts and doc["findings"]:
             from dlci.findings.repro import check_repro

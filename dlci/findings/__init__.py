@@ -83,6 +83,10 @@ class Finding:
     repro: str = ""  # path relative to the output dir
     repro_checked: bool | None = None  # the reproducer exited 1 when run alone
     repro_passes_on_base: bool | None = None  # PR mode: the reproducer exits 0 against the base revision
+    reduction: dict | None = None  # how the reproducer's instance was shrunk (sizes before/after, what matters)
+    test_style: str = ""             # the target repo's test style the second reproducer is written in
+    test_style_repro: str = ""       # that test, relative to the output dir (pastes into their suite)
+    test_style_checked: bool | None = None  # pytest ran it and it failed the way dlci saw (None: not checked)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -31,7 +31,7 @@ def _env() -> jinja2.Environment:
                               undefined=jinja2.StrictUndefined)
 
 
-def _float_lit(v: float) -> str:
+def float_lit(v: float) -> str:
     if v != v:
         return "float('nan')"
     if v in (float("inf"), float("-inf")):
@@ -43,7 +43,7 @@ def _nested_lit(v) -> str:
     if isinstance(v, list):
         return "[" + ", ".join(_nested_lit(x) for x in v) + "]"
     if isinstance(v, float):
-        return _float_lit(v)
+        return float_lit(v)
     return repr(v)
 
 
@@ -128,7 +128,7 @@ def _torch_module_code(inst: Instance) -> str:
             f"    return model.eval()\n" + _TORCH_COMMON)
 
 
-def _onnx_code(inst: Instance) -> str:
+def onnx_code(inst: Instance) -> str:
     import onnx
     model = onnx.load_from_string(inst.arrays["model"].tobytes())
     text = None
@@ -200,9 +200,9 @@ def _keras_code(inst: Instance) -> str:
             "    return ref, ref64\n")
 
 
-_MODEL_CODE = {"torch_fn": _torch_fn_code, "torch_module": _torch_module_code, "onnx_model": _onnx_code,
+MODEL_CODE = {"torch_fn": _torch_fn_code, "torch_module": _torch_module_code, "onnx_model": onnx_code,
                "keras_layer": _keras_code}
-_IMPORTS = {"torch": "import torch", "onnx": "import onnx", "keras": "import json\n\nimport keras\nimport tensorflow as tf"}
+IMPORTS = {"torch": "import torch", "onnx": "import onnx", "keras": "import json\n\nimport keras\nimport tensorflow as tf"}
 
 
 def compare_source() -> str:
@@ -225,7 +225,7 @@ def render_repro(finding, inst: Instance, repro_dir: Path) -> Path:
     """Write repro/<finding id>_<target>_<op>.py and return its path."""
     env = _env()
     kind = inst.call["kind"]
-    imports = _IMPORTS[inst.framework]
+    imports = IMPORTS[inst.framework]
     if finding.target in ("tvm.from_onnx", "openvino.onnx", "onnxruntime", "torch.onnx") and inst.framework == "torch":
         imports += "\nimport onnx"
     inputs_code = "INPUTS = [\n" + "".join(f"    {array_code(x)},\n" for x in inst.input_arrays()) + "]"
@@ -233,7 +233,7 @@ def render_repro(finding, inst: Instance, repro_dir: Path) -> Path:
     symptom = finding.symptom or ""
     child = symptom.startswith("SIG") or symptom.startswith("exit") or symptom in HARD_CRASHES
     text = env.get_template("repro.py.j2").render(
-        f=finding, inst=inst, imports=imports, inputs_code=inputs_code, model_code=_MODEL_CODE[kind](inst),
+        f=finding, inst=inst, imports=imports, inputs_code=inputs_code, model_code=MODEL_CODE[kind](inst),
         target_code=target_code, compare_code=compare_source() if finding.oracle == "inconsistency" else "",
         skip_values=repr(set(skip_values_for(inst))) if skip_values_for(inst) else "set()",
         ignore=repr(set(ignored_for(inst))) if ignored_for(inst) else "set()",

@@ -95,6 +95,11 @@ def render_markdown(doc: dict) -> str:
             lines += [f"## {f['id']}: {f['target']} — {f['symptom']} on `{f['operator']}`{known}", "",
                       f"- stage: {f['stage']}; origin: {f['origin'].get('source')} `{f['origin'].get('test')}`",
                       f"- signature: `{f['signature']}`",
+                      *([f"- reduced from {f['reduction']['before'].get('elements')} to "
+                         f"{f['reduction']['after'].get('elements')} input elements"
+                         + (f"; the parameters that matter: {', '.join(f['reduction']['params_that_matter'])}"
+                            if f['reduction'].get('params_that_matter') else "")]
+                        if (f.get("reduction") or {}).get("changed") and f["reduction"].get("confirmed") else []),
                       *([f"- the same failure also shows through: {', '.join(f['also_in'])}"] if f.get("also_in") else []),
                       f"- new in PR: {_new_in_pr(f)}",
                       f"- reproducer: `{f['repro']}` (run it alone: exits 1 while the bug reproduces)", "",

@@ -154,3 +154,17 @@ def tensor_leaves(out: Any) -> list | None:
             leaves += sub
         return leaves
     return None
+
+
+def keras_params(config: dict) -> dict:
+    """A keras layer's config as instance params (what OPERA partitions): nested serialized objects (initializers,
+    regularizers, dtype policies) by their class name; names and bookkeeping keys dropped."""
+    def enc(v):
+        if isinstance(v, dict):
+            if "class_name" in v:  # serialized initializer / regularizer / dtype policy: its class is its value
+                return v["class_name"]
+            return {"$dict": {k: enc(x) for k, x in v.items()}}
+        if isinstance(v, list):
+            return [enc(x) for x in v]
+        return v
+    return {k: enc(v) for k, v in config.items() if k not in ("name", "trainable", "dtype")}

@@ -310,16 +310,7 @@ def _patch_torch() -> None:
 
 # -- keras -----------------------------------------------------------------------------------------------
 
-def _keras_params(config: dict) -> dict:
-    def enc(v):
-        if isinstance(v, dict):
-            if "class_name" in v:  # serialized initializer / regularizer / dtype policy: its class is its value
-                return v["class_name"]
-            return {"$dict": {k: enc(x) for k, x in v.items()}}
-        if isinstance(v, list):
-            return [enc(x) for x in v]
-        return v
-    return {k: enc(v) for k, v in config.items() if k not in ("name", "trainable", "dtype")}
+from dlci.sources._common import keras_params as _keras_params  # noqa: E402
 
 
 def _patch_keras() -> None:

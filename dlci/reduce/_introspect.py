@@ -1,0 +1,156 @@
+"""What a recipe's callable accepts: parameter names and which have defaults (torch functions and module classes),
+and the default configuration of a keras layer class.
+
+Runs where the framework is importable: in a sandboxed worker (:func:`job`, the engine's job function), in a fresh
+interpreter (``python -m dlci.reduce._introspect`` reads the request as JSON on stdin), or in-process when the
+framework is already imported. The reducer itself never imports torch, keras or TensorFlow.
+
+Request: ``{"torch_fn": [path, ...], "torch_module": [class path, ...], "keras": [[class path, config], ...]}``.
+Answer: ``{"ok": true, "torch_fn": {path: params | null}, "torch_module": {path: params | null},
+"keras": {key: {"required": [...], "defaults": {...}} | null}}`` where params is a list of
+``{"name", "has_default", "keyword"}`` in positional order (``keyword``: the argument may be passed by name).
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import re
+import sys
+from typing import Any
+
+MARKER = "DLCI-INTROSPECT "  # the answer line on stdout (libraries may print too)
+_DOC_SIG = re.compile(r"^\s*([A-Za-z_][\w.]*)\((.*)\)\s*(->.*)?$")
+
+
+def _from_signature(sig: inspect.Signature) -> list[dict] | None:
+    out = []
+    for p in sig.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            if p.kind == p.VAR_POSITIONAL:
+                return out + [{"name": "*" + p.name, "has_default": False, "keyword": False, "var": True}]
+            continue
+        out.append({"name": p.name, "has_default": p.default is not p.empty,
+                    "keyword": p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY),
+                    "kwonly": p.kind == p.KEYWORD_ONLY})
+    return out
+
+
+def _from_docstring(doc: str) -> list[dict] | None:
+    """``avg_pool2d(input, kernel_size, stride=None, ...) -> Tensor``: the first line of torch builtins' docs."""
+    first = next((ln for ln in (doc or "").splitlines() if ln.strip()), "")
+    m = _DOC_SIG.match(first)
+    if not m:
+        return None
+    try:
+        tree = ast.parse(f"def f({m.group(2)}): pass")
+    except SyntaxError:
+        return None
+    a = tree.body[0].args
+    pos = a.posonlyargs + a.args
+    n_def = len(a.defaults)
+    out = []
+    for i, arg in enumerate(pos):
+        out.append({"name": arg.arg, "has_default": i >= len(pos) - n_def, "keyword": i >= len(a.posonlyargs),
+                    "kwonly": False})
+    if a.vararg is not None:
+        return out + [{"name": "*" + a.vararg.arg, "has_default": False, "keyword": False, "var": True}]
+    for arg, default in zip(a.kwonlyargs, a.kw_defaults):
+        out.append({"name": arg.arg, "has_default": default is not None, "keyword": True, "kwonly": True})
+    return out
+
+
+def torch_fn_params(path: str) -> list[dict] | None:
+    from dlci.sources._common import try_resolve
+    fn = try_resolve(path)
+    if fn is None:
+        return None
+    schema = getattr(fn, "_schema", None)
+    if schema is not None:  # torch.ops.aten.<op>.<overload>
+        return [{"name": a.name, "has_default": a.has_default_value(), "keyword": True,
+                 "kwonly": bool(a.kwarg_only)} for a in schema.arguments]
+    try:
+        params = _from_signature(inspect.signature(fn))
+    except (TypeError, ValueError):
+        params = _from_docstring(getattr(fn, "__doc__", "") or "")
+        if params is not None and path.startswith("torch.Tensor.") and (not params or params[0]["name"] != "self"):
+            # method docs omit self; the recipe passes the tensor as the first positional argument
+            params = [{"name": "self", "has_default": False, "keyword": False, "kwonly": False}] + params
+    return params
+
+
+def torch_module_params(path: str) -> list[dict] | None:
+    from dlci.sources._common import try_resolve
+    cls = try_resolve(path)
+    if cls is None:
+        return None
+    try:
+        return _from_signature(inspect.signature(cls))
+    except (TypeError, ValueError):
+        return None
+
+
+def _plain(v: Any) -> Any:
+    return json.loads(json.dumps(v, default=str))
+
+
+def keras_defaults(path: str, config: dict) -> dict | None:
+    """The configuration of the layer class built with only its required arguments (from ``config``)."""
+    from dlci.sources._common import try_resolve
+    cls = try_resolve(path)
+    if cls is None:
+        return None
+    try:
+        sig = inspect.signature(cls)
+    except (TypeError, ValueError):
+        return None
+    required = [p.name for p in sig.parameters.values()
+                if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    try:
+        base = {k: config[k] for k in required if k in config}
+        layer = cls.from_config(base) if hasattr(cls, "from_config") else cls(**base)
+        defaults = _plain(layer.get_config())
+    except Exception:  # noqa: BLE001 - a required argument the config does not hold, or an odd constructor
+        return None
+    return {"required": required, "defaults": defaults}
+
+
+def answer(request: dict) -> dict:
+    out: dict = {"ok": True, "torch_fn": {}, "torch_module": {}, "keras": {}}
+    for path in request.get("torch_fn", []):
+        try:
+            out["torch_fn"][path] = torch_fn_params(path)
+        except Exception:  # noqa: BLE001
+            out["torch_fn"][path] = None
+    for path in request.get("torch_module", []):
+        try:
+            out["torch_module"][path] = torch_module_params(path)
+        except Exception:  # noqa: BLE001
+            out["torch_module"][path] = None
+    for path, config in request.get("keras", []):
+        try:
+            out["keras"][keras_key(path, config)] = keras_defaults(path, config)
+        except Exception:  # noqa: BLE001
+            out["keras"][keras_key(path, config)] = None
+    return out
+
+
+def keras_key(path: str, config: dict) -> str:
+    return path + "|" + json.dumps(config, sort_keys=True, default=str)
+
+
+def job(request: dict, *, stage_hook=None) -> dict:
+    """Engine job function (``dlci.reduce._introspect:job``)."""
+    return answer(request)
+
+
+def main() -> int:
+    import warnings
+    warnings.simplefilter("ignore")
+    request = json.loads(sys.stdin.read() or "{}")
+    print(MARKER + json.dumps(answer(request)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
