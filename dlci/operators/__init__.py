@@ -100,14 +100,18 @@ def _stem(name: str) -> str:
     """Dimension-free, affix-free snake stem (``_native_batch_norm_legit`` and ``BatchNormalization`` ->
     ``batch_norm``, ``avg_pool2d`` and ``AveragePool`` -> ``avg_pool``); used to match ONNX ops to aten ops."""
     s = _rewrite(_snake(name)) if name[:1].isupper() else name.lstrip("_")
+    return re.sub(r"(?<=[a-z])_?[123]d$", "", _strip_affixes(s))
+
+
+def _strip_affixes(s: str) -> str:
+    """One round of kernel-family prefixes (``native_``, ...) and suffixes (``_legit``, ...) removed."""
     for p in T.FAMILY_PREFIXES:
         if s.startswith(p):
             s = s[len(p):]
     for suf in T.FAMILY_SUFFIXES:
         if s.endswith(suf):
-            s = s[: -len(suf)]
-            break
-    return re.sub(r"(?<=[a-z])_?[123]d$", "", s)
+            return s[: -len(suf)]
+    return s
 
 
 # -- derived tables, indexed -----------------------------------------------------------------------------------
@@ -170,13 +174,7 @@ def _root_of(name: str, aten: frozenset, views: frozenset) -> str:
         before = s
         if s in aten and s != name:
             best = s
-        for p in T.FAMILY_PREFIXES:
-            if s.startswith(p):
-                s = s[len(p):]
-        for suf in T.FAMILY_SUFFIXES:
-            if s.endswith(suf):
-                s = s[: -len(suf)]
-                break
+        s = _strip_affixes(s)
         if s.endswith("_copy") and s[:-5] in views:
             s = s[:-5]
         if s == before:

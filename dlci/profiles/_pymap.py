@@ -15,6 +15,8 @@ import ast
 import functools
 from dataclasses import dataclass, field
 
+from dlci.profiles._tables import dotted
+
 # names under which frontends import the library's own operator layer (relax.op.nn.avg_pool2d, _op.abs, topi.x)
 LIBRARY_ROOTS = frozenset({"relax", "_op", "op", "topi", "tvm", "R"})
 
@@ -66,24 +68,12 @@ def _refs_of(node: ast.AST) -> set:
                 refs.add(("attr", base.id, sub.attr))
             elif isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super":
                 refs.add(("self", sub.attr))
-            chain = _chain(sub)
+            chain = dotted(sub)
             if chain:
                 refs.add(("chain", chain))
         elif isinstance(sub, ast.Name) and id(sub) not in qualifiers:
             refs.add(("name", sub.id))
     return refs
-
-
-def _chain(node: ast.Attribute) -> str | None:
-    parts = []
-    cur: ast.AST = node
-    while isinstance(cur, ast.Attribute):
-        parts.append(cur.attr)
-        cur = cur.value
-    if isinstance(cur, ast.Name):
-        parts.append(cur.id)
-        return ".".join(reversed(parts))
-    return None
 
 
 class PyIndex:

@@ -908,3 +908,12 @@ def analyse_python(sel: Selector, repo, diff, tables: PyTables, match: Callable[
                 if not hits:
                     sel.unmapped(c.file, c.line, c.label, unmapped_why)
     return done
+
+
+def analyse_folder(profile: str, repo, diff, read, in_folder: Callable[[str], bool], **options) -> ProfileResult:
+    """The common case of a Python project whose converters are decorated functions/classes in one folder: the
+    changed files there, their peers (for helpers shared across files) read at each revision."""
+    sel = Selector(profile)
+    analyse_python(sel, repo, diff, PyTables(repo, read), in_folder,
+                   peers=lambda path, side: [p for p in repo.files(side) if in_folder(p)], **options)
+    return sel.result

@@ -11,8 +11,7 @@ import ast
 
 from dlci.diff import Diff, GitRepo
 from dlci.profiles import register
-from dlci.profiles._tables import (
-    Entry, PyFile, PyTables, Selector, analyse_python, call_name, directly_in, py_defs)
+from dlci.profiles._tables import (Entry, PyFile, analyse_folder, call_name, directly_in, py_defs)
 from dlci.profiles.base import Profile, ProfileResult
 
 CONVERTERS = "onnx2torch/node_converters"
@@ -75,7 +74,4 @@ class Onnx2TorchProfile(Profile):
             bool(repo.glob(f"{CONVERTERS}/*.py")) and repo.exists("onnx2torch/converter.py"))
 
     def analyse(self, repo: GitRepo, diff: Diff) -> ProfileResult:
-        sel = Selector(self.name)
-        analyse_python(sel, repo, diff, PyTables(repo, read), _converter_file,
-                       peers=lambda path, side: [p for p in repo.files(side) if _converter_file(p)])
-        return sel.result
+        return analyse_folder(self.name, repo, diff, read, _converter_file)

@@ -11,8 +11,7 @@ import ast
 
 from dlci.diff import Diff, GitRepo
 from dlci.profiles import register
-from dlci.profiles._tables import (
-    Entry, PyFile, PyTables, Selector, analyse_python, call_name, directly_in, py_defs, strings_in)
+from dlci.profiles._tables import (Entry, PyFile, analyse_folder, call_name, directly_in, py_defs, strings_in)
 from dlci.profiles.base import Profile, ProfileResult
 
 OPS = "onnxscript/function_libs/torch_lib/ops"
@@ -52,8 +51,4 @@ class OnnxScriptProfile(Profile):
         return bool(repo.glob(f"{OPS}/*.py"))
 
     def analyse(self, repo: GitRepo, diff: Diff) -> ProfileResult:
-        sel = Selector(self.name)
-        tables = PyTables(repo, read)
-        analyse_python(sel, repo, diff, tables, _ops_file,
-                       peers=lambda path, side: [p for p in repo.files(side) if _ops_file(p)])
-        return sel.result
+        return analyse_folder(self.name, repo, diff, read, _ops_file)

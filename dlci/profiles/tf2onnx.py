@@ -12,8 +12,7 @@ import ast
 
 from dlci.diff import Diff, GitRepo
 from dlci.profiles import register
-from dlci.profiles._tables import (
-    Entry, PyFile, PyTables, Selector, analyse_python, call_name, directly_in, py_defs, strings_in)
+from dlci.profiles._tables import (Entry, PyFile, analyse_folder, call_name, directly_in, py_defs, strings_in)
 from dlci.profiles.base import Profile, ProfileResult
 
 OPSET = "tf2onnx/onnx_opset"
@@ -51,8 +50,4 @@ class Tf2OnnxProfile(Profile):
         return repo.exists("tf2onnx/handler.py") and bool(repo.glob(f"{OPSET}/*.py"))
 
     def analyse(self, repo: GitRepo, diff: Diff) -> ProfileResult:
-        sel = Selector(self.name)
-        analyse_python(sel, repo, diff, PyTables(repo, read), _opset_file,
-                       peers=lambda path, side: [p for p in repo.files(side) if _opset_file(p)],
-                       what="handler")
-        return sel.result
+        return analyse_folder(self.name, repo, diff, read, _opset_file, what="handler")
