@@ -8,6 +8,8 @@ Candidates run in the sandboxed workers through a caller-supplied ``run(candidat
 
 Passes, in order, each bounded by the budget (when it is spent the best instance so far is returned):
 
+0. **graph** (models with more than one operator) — delta debugging over the nodes, each candidate a valid model
+   whose cut values are fed the data the whole model computed there (:mod:`dlci.reduce.graph`);
 1. **shapes** — all inputs at once first (every dimension to 1, to a quarter, to a half: bisection on the whole
    instance), then each dimension (dimensions of equal size at the same right-aligned position across inputs
    shrink together, so broadcasting stays valid) by a parallel bisection toward 1, then leading axes of size 1
@@ -43,6 +45,7 @@ from dlci import findings as F
 from dlci.instance import Instance
 from dlci.outcome import INVALID, Outcome
 from dlci.reduce import edit as E
+from dlci.reduce import graph as G
 
 __all__ = ["Reduction", "reduce_instance", "engine_runner", "same_failure"]
 
@@ -56,12 +59,12 @@ class Reduction:
     reduced: Instance
     signature: str
     target: str
-    steps: list[dict] = field(default_factory=list)  # accepted edits: {"kind": shape|values|param|input, "what"}
+    steps: list[dict] = field(default_factory=list)  # accepted edits {"kind", "what"}; graph|shape|values|param|input
     tried: int = 0              # candidate instances run (the initial check and the confirmation included)
     seconds: float = 0.0
     confirmed: bool = False     # the reduced instance, re-run once more, failed with the same signature
     params_that_matter: list[str] = field(default_factory=list)  # reset -> valid test without this failure
-    before: dict = field(default_factory=dict)  # {"elements", "inputs", "params", "rank_max"}
+    before: dict = field(default_factory=dict)  # {"elements", "inputs", "params", "rank_max", "operators"}
     after: dict = field(default_factory=dict)
     params_required: list[str] = field(default_factory=list)     # reset -> the call itself is invalid
     inputs_that_matter: list[str] = field(default_factory=list)  # optional inputs whose removal loses the failure
@@ -95,14 +98,15 @@ def same_failure(outcome: dict | None, signature: str, modules: tuple[str, ...] 
 # -- running candidates ------------------------------------------------------------------------------------
 
 def engine_runner(engine, target: str, timeout: float | None = None) -> RunFn:
-    """``run(candidates)`` over a :class:`dlci.exec.Engine`: each candidate is a ``dlci.testcase:execute_job`` job
+    """``run(candidates)`` over a :class:`dlci.exec.Engine`: each candidate is a test job (``dlci.testcase.job_func``)
     on ``target``; they run in parallel on the engine's workers; Outcome dicts come back in order (an
     interrupted run gives INVALID "interrupted" outcomes and sets ``run.interrupted``)."""
     from dlci.exec import Job
+    from dlci.testcase import job_func
     seq = itertools.count(1)
 
     def run(candidates: list[Instance]) -> list[dict]:
-        jobs = [Job(id=f"reduce{next(seq)}:{c.id}@{target}", func="dlci.testcase:execute_job", args=(c, target),
+        jobs = [Job(id=f"reduce{next(seq)}:{c.id}@{target}", func=job_func(target), args=(c, target),
                     instance_id=c.id, op=c.op, target=target, timeout=timeout, affinity=f"reduce:{c.id}")
                 for c in candidates]
         results: dict[str, dict] = {}
@@ -490,7 +494,7 @@ def reduce_instance(instance: Instance, target: str, signature: str, *, run: Run
     """
     t0 = time.monotonic()
     try:
-        before = E.metrics(instance)
+        before = _metrics(instance)
     except Exception:  # noqa: BLE001
         before = {}
     red = Reduction(original=instance, reduced=instance, signature=signature, target=target, before=before,
@@ -506,14 +510,14 @@ def reduce_instance(instance: Instance, target: str, signature: str, *, run: Run
             s.note(f"the instance does not fail with this signature (got {got}): not reduced")
             return _finish(red, s, t0, confirmed=False)
         s.verdict[instance.id] = True
-        for name, fn in (("shapes", _shape_pass), ("values", _values_pass), ("parameters", _params_pass),
-                         ("inputs", _inputs_pass)):
+        for name, fn in (("graph", G.graph_pass), ("shapes", _shape_pass), ("values", _values_pass),
+                         ("parameters", _params_pass), ("inputs", _inputs_pass)):
             if not s.can_run():
                 s.note(f"budget spent before the {name} pass")
                 break
             _run_pass(s, name, fn)
         # simpler values or fewer parameters often let the shapes shrink further: one more shape pass
-        if any(st["kind"] != "shape" for st in s.steps) and s.can_run():
+        if any(st["kind"] not in ("shape", "graph") for st in s.steps) and s.can_run():
             _run_pass(s, "shapes", _shape_pass)
         # confirmation: one more run of the result
         confirmed = False
@@ -530,6 +534,10 @@ def reduce_instance(instance: Instance, target: str, signature: str, *, run: Run
             return _finish(red, s, t0, confirmed=False, keep_current=False)
         red.seconds = time.monotonic() - t0
         return red
+
+
+def _metrics(inst: Instance) -> dict:
+    return {**E.metrics(inst), "operators": G.operators(inst)}
 
 
 def _run_pass(s: _Search, name: str, fn) -> None:
@@ -550,7 +558,7 @@ def _finish(red: Reduction, s: _Search, t0: float, *, confirmed: bool, keep_curr
     red.inputs_that_matter = list(dict.fromkeys(s.inputs_matter))
     red.notes = list(dict.fromkeys(red.notes + s.notes))
     try:
-        red.after = E.metrics(red.reduced)
+        red.after = _metrics(red.reduced)
     except Exception:  # noqa: BLE001
         red.after = dict(red.before)
     red.seconds = time.monotonic() - t0
