@@ -134,6 +134,7 @@ class Campaign:
 def make_jobs(plan: Iterable[Instance], targets: dict, confirm_queue: deque, campaign: Campaign):
     """Planned jobs, with confirmation re-runs jumping the queue as soon as a failure is seen."""
     from dlci.exec import Job
+    from dlci.testcase import job_func
     seq = 0
 
     def confirm_jobs():
@@ -142,9 +143,10 @@ def make_jobs(plan: Iterable[Instance], targets: dict, confirm_queue: deque, cam
             sig = confirm_queue.popleft()
             o = campaign.next_confirm_outcome(sig)
             seq += 1
-            yield Job(id=f"confirm{seq}:{o.instance_id}@{o.target}", func="dlci.testcase:execute_job",
+            yield Job(id=f"confirm{seq}:{o.instance_id}@{o.target}", func=job_func(o.target),
                       args=(campaign.instances[o.instance_id], o.target), instance_id=o.instance_id, op=o.op,
-                      target=o.target, affinity=f"confirm:{o.instance_id}"), sig
+                      target=o.target, affinity=f"confirm:{o.instance_id}",
+                      timeout=getattr(targets.get(o.target), "timeout", None)), sig
 
     options = campaign.options
     for inst in plan:
@@ -154,9 +156,9 @@ def make_jobs(plan: Iterable[Instance], targets: dict, confirm_queue: deque, cam
                 continue
             yield from confirm_jobs()
             seq += 1
-            yield Job(id=f"t{seq}:{inst.id}@{name}", func="dlci.testcase:execute_job",
-                      args=(inst, name, tuple(options.trace_files)),
-                      instance_id=inst.id, op=inst.op, target=name, affinity=inst.id), None
+            yield Job(id=f"t{seq}:{inst.id}@{name}", func=job_func(name),
+                      args=(inst, name, tuple(options.trace_files)), instance_id=inst.id, op=inst.op,
+                      target=name, affinity=inst.id, timeout=getattr(target, "timeout", None)), None
     yield from confirm_jobs()
 
 
@@ -253,7 +255,9 @@ def reduce_findings(campaign: "Campaign", engine) -> None:
             campaign.instances[red.reduced.id] = red.reduced
             campaign.failures[sig].append(Outcome.from_dict(red.outcome))
             if options.progress:
-                options.progress(f"reduced {rep.op} on {rep.target}: {red.before.get('elements')} -> "
+                ops = (f"{red.before['operators']} -> {red.after.get('operators')} operators, "
+                       if red.before.get("operators", 1) != red.after.get("operators", 1) else "")
+                options.progress(f"reduced {rep.op} on {rep.target}: {ops}{red.before.get('elements')} -> "
                                  f"{red.after.get('elements')} elements in {red.seconds:.0f} s"
                                  + (f"; parameters that matter: {', '.join(red.params_that_matter)}"
                                     if red.params_that_matter else ""))
@@ -268,7 +272,7 @@ def _info_dict(info) -> dict:
 
 def finish(campaign: Campaign) -> dict:
     """Build findings from confirmed signatures, render and check reproducers, write the reports."""
-    from dlci.findings.repro import check_repro, render_repro
+    from dlci.findings.repro import check_repro
     from dlci.report import write_reports
 
     options = campaign.options
@@ -293,7 +297,7 @@ def finish(campaign: Campaign) -> dict:
             message=rep.message[:2000], instance_id=rep.instance_id, origin=inst.origin.__dict__,
             distance=rep.distance, traceback=rep.traceback[-4000:], log=rep.log[-2000:],
             instances=sorted({o.instance_id for o in outcomes}), operators=sorted({o.op for o in outcomes}),
-            confirmed=True, reduction=_reduction_summary(red))
+            confirmed=True, reduction=_reduction_summary(red), rule=_rule_summary(rep.target))
         findings.append(finding)
 
     findings = attribute_to_exporter(findings, campaign)
@@ -307,7 +311,7 @@ def finish(campaign: Campaign) -> dict:
     paths = {}
     for f in findings:
         try:
-            paths[f.id] = render_repro(f, campaign.instances[f.instance_id], out / "repro")
+            paths[f.id] = _render(f, campaign, out)
             f.repro = str(paths[f.id].relative_to(out))
         except Exception as e:  # a recipe the renderer cannot express: reported, never fatal
             f.repro, f.repro_checked = "", False
@@ -347,7 +351,7 @@ def finish(campaign: Campaign) -> dict:
         old_id, finding.id = finding.id, f"F{n:03d}"
         if finding.repro and old_id != finding.id:  # re-render so that the script names its final id
             old_path = out / finding.repro
-            new_path = render_repro(finding, campaign.instances[finding.instance_id], out / "repro")
+            new_path = _render(finding, campaign, out)
             old_path.unlink()
             if old_path.with_suffix(".log").exists():
                 old_path.with_suffix(".log").rename(new_path.with_suffix(".log"))
@@ -404,6 +408,25 @@ def attribute_to_exporter(findings: list, campaign: Campaign) -> list:
                     continue
         kept.append(f)
     return kept
+
+
+def _render(finding, campaign: "Campaign", out: Path) -> Path:
+    """The standalone reproducer: a target with its own renderer (an equivalence rule) writes it, else the
+    generic single-operator template does."""
+    from dlci.findings.repro import render_repro
+    target = campaign.targets.get(finding.target)
+    renderer = getattr(target, "render_repro", None) or render_repro
+    return renderer(finding, campaign.instances[finding.instance_id], out / "repro")
+
+
+def _rule_summary(target_name: str) -> dict | None:
+    """For a finding of an equivalence rule: the rule and both graphs it compared."""
+    if not target_name.startswith("rule."):
+        return None
+    from dlci.rules import CATEGORIES, get_rule
+    rule = get_rule(target_name)
+    return {"name": rule.name, "category": rule.category, "category_title": CATEGORIES[rule.category],
+            "library": rule.library, "summary": rule.summary, "graph_a": rule.graph_a, "graph_b": rule.graph_b}
 
 
 def _render_test_style(finding, campaign: "Campaign", out: Path) -> None:

@@ -1,4 +1,5 @@
-"""Command line: `dlci targets`, `dlci sources`, `dlci test`, `dlci ops`, `dlci scan`, `dlci triage`.
+"""Command line: `dlci targets`, `dlci sources`, `dlci test`, `dlci rules`, `dlci nan`, `dlci ops`, `dlci scan`,
+`dlci triage`.
 
 Exit codes (contract): 0 clean, 1 findings the --fail-on policy counts, 2 usage or configuration error,
 3 internal or infrastructure error. A run that is interrupted still writes its partial report.
@@ -87,7 +88,9 @@ def cmd_targets(args) -> int:
 def cmd_sources(args) -> int:
     from dlci import sources as S
     source_registry()
-    names = _split(args.sources) if args.sources else sorted(S.SOURCES)
+    # derived sources (boundary variants of other sources) only when named: a cold harvest of them takes minutes
+    names = _split(args.sources) if args.sources else sorted(n for n in S.SOURCES if not getattr(S.SOURCES[n],
+                                                                                                 "bases", ()))
     report = {}
     for name in names:
         if name not in S.SOURCES:
@@ -123,7 +126,12 @@ def cmd_test(args) -> int:
     source_registry()
     source_names = [s for s in (_split(args.sources) if args.sources else DEFAULT_SOURCES)
                     if s not in S.SOURCES or S.SOURCES[s].framework in frameworks]
-    instances = load_instances(source_names, ops, args.limit_per_op, args.harvest or [])
+    if args.model:  # whole models: a failure is reduced to the operators it needs (graph delta debugging)
+        instances = [model_instance(path, args.inputs, args.seed) for path in args.model]
+        if args.ops != "all":
+            instances += load_instances(source_names, ops, args.limit_per_op, args.harvest or [])
+    else:
+        instances = load_instances(source_names, ops, args.limit_per_op, args.harvest or [])
     if not instances:
         raise UsageError(f"no instance of the operators {args.ops!r} in sources {', '.join(source_names)} "
                          "(see `dlci sources --verbose`)")
@@ -131,9 +139,85 @@ def cmd_test(args) -> int:
          f"{', '.join(targets)}; budget {args.budget:.0f} s; output {args.out}")
     opts = campaign.Options(out_dir=Path(args.out), budget=args.budget, workers=args.workers, timeout=args.timeout,
                             memory_mb=args.memory_mb, check_repros=not args.no_repro_check, progress=_say,
-                            reduce=not args.no_reduce)
-    known = _known_from(args.known)
+                            reduce=not args.no_reduce, reduce_seconds=args.reduce_seconds)
+    _known_from(args.known)  # a malformed file is a usage error before anything runs
     doc = campaign.run(instances, targets, opts)
+    return _finish_run(args, doc)
+
+
+RULE_SOURCES = {"torch": ("opinfo", "module_db"), "keras": ("keras_tests",)}
+
+
+def cmd_rules(args) -> int:
+    """Equivalence rules: `--list` prints the registry; otherwise run the rules on explicit operators."""
+    from dlci import rules as R
+    if args.list:
+        print(json.dumps([R.describe(r) for r in R.all_rules().values()], indent=2))
+        return EXIT_CLEAN
+    from dlci import campaign
+    check_numbers(args)
+    try:
+        targets = R.rule_targets(_split(args.rules) if args.rules and args.rules != "all" else None,
+                                 library=args.library)
+    except KeyError as e:
+        raise UsageError(str(e).strip("'\"")) from None
+    if not targets:
+        raise UsageError("no equivalence rule available here for that selection (`dlci rules --list`)")
+    ops = {o.lower() for o in _split(args.ops)}
+    frameworks = {f for t in targets.values() for f in t.frameworks}
+    source_names = _split(args.sources) if args.sources else [s for f in sorted(frameworks) for s in RULE_SOURCES[f]]
+    instances = load_instances(source_names, ops, args.limit_per_op, args.harvest or [])
+    instances = [i for i in instances if i.framework in frameworks]
+    if not instances:
+        raise UsageError(f"no instance of the operators {args.ops!r} in sources {', '.join(source_names)} "
+                         "(see `dlci sources --verbose`)")
+    if not args.no_widen:
+        # the constraint-aware generator's variants of the same operators (validated in sandboxed workers: a
+        # boundary value can crash the framework itself; cached like every source)
+        from dlci import sources as S
+        before = len(instances)
+        for framework, name in (("torch", "boundary"), ("keras", "keras_boundary")):
+            ops_here = sorted({i.op for i in instances if i.framework == framework})
+            if ops_here:
+                _say(f"loading source {name} for {len(ops_here)} operators (cached after the first run)")
+                instances += S.load(name, ops=ops_here, limit_per_op=args.limit_per_op)
+        _say(f"constraint-aware generator: {len(instances) - before} boundary variants of {before} instances")
+
+    def targets_for(inst):
+        # applicability is decided from metadata before anything runs: not-applicable pairs are never scheduled
+        chosen = []
+        for name, t in targets.items():
+            if inst.framework not in t.frameworks:
+                continue
+            try:
+                if t.rule.applies(inst):
+                    continue
+            except Exception:  # a broken check is the worker's to report (invalid), not a reason to skip
+                pass
+            chosen.append(name)
+        return chosen
+
+    _say(f"{len(instances)} instances of {len({i.op for i in instances})} operators; {len(targets)} rules; "
+         f"budget {args.budget:.0f} s; output {args.out}")
+    opts = campaign.Options(out_dir=Path(args.out), budget=args.budget, workers=args.workers, timeout=args.timeout,
+                            memory_mb=args.memory_mb, check_repros=not args.no_repro_check, progress=_say,
+                            reduce=not args.no_reduce, reduce_seconds=args.reduce_seconds,
+                            targets_for=targets_for)
+    doc = campaign.run(instances, targets, opts)
+    return _finish_run(args, doc)
+
+
+def cmd_nan(args) -> int:
+    """NaN/Inf gradient search over programs (`--program FILE:FUNCTION`; default: the bundled programs)."""
+    from dlci.nan import command
+    if args.budget is not None and args.budget < 1:
+        raise UsageError(f"--budget must be at least 1, got {args.budget}")
+    return command.main(args)
+
+
+def _finish_run(args, doc: dict) -> int:
+    """Known issues, verdict line and exit code of an explicit run (`dlci test`, `dlci rules`)."""
+    known = _known_from(getattr(args, "known", None))
     if known:
         from dlci.findings.known import apply
         from dlci.report import write_reports
@@ -147,6 +231,51 @@ def cmd_test(args) -> int:
         _say("error: no test ran (no selected target accepts these instances, or every worker failed to start)")
         return EXIT_INTERNAL
     return EXIT_FINDINGS if counted(doc, args.fail_on) else EXIT_CLEAN
+
+
+def model_instance(path: str, inputs_path: str | None, seed: int):
+    """An ONNX model file as one instance: inputs from ``--inputs`` (.npz keyed by graph input name) or drawn from
+    the declared shapes and dtypes (seeded). Bad files, dynamic shapes without --inputs: usage errors."""
+    import numpy as np
+    import onnx
+    from dlci.reduce.graph import instance_from_model
+    from dlci.reduce.edit import feed_names
+    try:
+        model = onnx.load(path)
+        onnx.checker.check_model(model)
+    except Exception as e:
+        raise UsageError(f"--model {path}: not a valid ONNX model ({type(e).__name__}: {str(e)[:300]})") from None
+    names = feed_names(model)
+    declared = {i.name: i.type.tensor_type for i in model.graph.input}
+    arrays = []
+    given = {}
+    if inputs_path:
+        try:
+            given = dict(np.load(inputs_path))
+        except Exception as e:
+            raise UsageError(f"--inputs {inputs_path}: cannot read it as .npz ({e})") from None
+    rng = np.random.default_rng(seed)
+    for name in names:
+        if name in given:
+            arrays.append(given[name])
+            continue
+        tt = declared[name]
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+        if any(d is None for d in dims):
+            raise UsageError(f"--model {path}: input {name!r} has a dynamic shape; give its values with --inputs "
+                             "FILE.npz")
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        if dtype.kind == "f":
+            arrays.append(rng.standard_normal(dims).astype(dtype))
+        elif dtype.kind in "iu":
+            arrays.append(rng.integers(0, 4, dims).astype(dtype))
+        elif dtype.kind == "b":
+            arrays.append(rng.random(dims) < 0.5)
+        else:
+            raise UsageError(f"--model {path}: input {name!r} of type {dtype} needs --inputs FILE.npz")
+    # the model is named as a whole: the signature stays the same while the graph pass cuts it down
+    stem = Path(path).stem.replace("::", "_") or "model"
+    return instance_from_model(model, arrays, op=f"model::{stem}", source="model", test=str(path), seed=seed)
 
 
 def counted(doc: dict, policy: str) -> int:
@@ -249,7 +378,8 @@ def cmd_scan(args) -> int:
                         targets=_split(args.targets) if args.targets else None,
                         sources=_split(args.sources) if args.sources else None, limit_per_op=args.limit_per_op,
                         workers=args.workers, timeout=args.timeout, memory_mb=args.memory_mb,
-                        check_repros=not args.no_repro_check, reduce=not args.no_reduce, progress=_say)
+                        check_repros=not args.no_repro_check, reduce=not args.no_reduce,
+                        reduce_seconds=args.reduce_seconds, progress=_say)
     try:
         doc, _new = S.scan(req)
     except (DiffError, ConfigError) as e:
@@ -272,6 +402,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-mb", type=int, default=3000, help="memory per worker before a test counts as OOM")
     p.add_argument("--no-repro-check", action="store_true", help="do not run each reproducer alone to verify it")
     p.add_argument("--no-reduce", action="store_true", help="keep each finding's instance as found (no shrinking)")
+    p.add_argument("--reduce-seconds", type=float, default=None,
+                   help="time to shrink each finding (default: 10%% of the budget, 10 to 60 s)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -289,10 +421,46 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--budget", type=float, default=300.0, help="seconds of testing (confirmation gets a grace)")
     t.add_argument("--out", default="dlci-out", help="output directory (findings.json, report.md, repro/)")
     t.add_argument("--harvest", action="append", help="also harvest operator calls from this pytest suite path")
+    t.add_argument("--model", action="append", help="an ONNX model file to test whole (repeatable); a failure is "
+                                                    "reduced to the operators it needs")
+    t.add_argument("--inputs", help="with --model: input values as .npz keyed by graph input name")
+    t.add_argument("--seed", type=int, default=0, help="with --model: seed of the drawn input values")
     t.add_argument("--fail-on", choices=("any", "new", "never"), default="any")
     t.add_argument("--known", help="a .dlci.yml whose known_issues mark matching findings as known")
     _add_run_options(t)
     t.set_defaults(func=cmd_test)
+
+    r = sub.add_parser("rules", help="equivalence rules: list them, or run them on explicit operators",
+                       description="Pairs of graphs that must agree (eager vs compiled, formula vs API, save/load, "
+                                   "...), built from the operators' migrated instances and their boundary variants.")
+    r.add_argument("--list", action="store_true", help="print the rule registry as JSON and exit")
+    r.add_argument("--ops", default="all", help="comma-separated operators (conv2d, nn::Conv2d, keras::Conv2D) or all")
+    r.add_argument("--rules", default="all", help="comma-separated rule names (see --list) or all")
+    r.add_argument("--library", choices=("torch", "tensorflow"), help="only the rules of this library")
+    r.add_argument("--budget", type=float, default=300.0, help="seconds of testing (confirmation gets a grace)")
+    r.add_argument("--out", default="dlci-out", help="output directory (findings.json, report.md, repro/)")
+    r.add_argument("--no-widen", action="store_true", help="only the migrated instances, no boundary variants")
+    r.add_argument("--harvest", action="append", help="also harvest operator calls from this pytest suite path")
+    r.add_argument("--fail-on", choices=("any", "new", "never"), default="any")
+    r.add_argument("--known", help="a .dlci.yml whose known_issues mark matching findings as known")
+    _add_run_options(r)
+    r.set_defaults(func=cmd_rules)
+
+    n = sub.add_parser("nan", help="NaN/Inf gradient search: drive a program's inputs and weights toward numerical "
+                                   "failure",
+                       description="FUNCTION (no arguments) builds a model and runs a step; dlci intercepts the "
+                                   "framework's calls, finds the vulnerable operations and searches by "
+                                   "back-propagation for inputs that make one produce NaN/Inf. Without --program, "
+                                   "runs the bundled example programs.")
+    n.add_argument("--program", action="append", default=[], metavar="FILE:FUNCTION",
+                   help="entry point to search (repeatable)")
+    n.add_argument("--budget", type=float, default=60.0, help="seconds of search per program")
+    n.add_argument("--strategy", choices=("gradient", "random"), default="gradient",
+                   help="gradient: GRIST-style search; random: re-run with fresh random values (the baseline)")
+    n.add_argument("--seed", type=int, default=0)
+    n.add_argument("--out", default="dlci-out", help="output directory (findings.json, report.md, repro/)")
+    n.add_argument("--fail-on", choices=("any", "never"), default="any")
+    n.set_defaults(func=cmd_nan)
 
     tr = sub.add_parser("triage", help="findings of a run with their signatures, and known_issues entries to paste")
     tr.add_argument("dir", nargs="?", default="dlci-out", help="output directory of a dlci test/scan run")

@@ -38,6 +38,7 @@ class ScanRequest:
     memory_mb: int = 3000
     check_repros: bool = True
     reduce: bool = True
+    reduce_seconds: float | None = None
     progress: Callable[[str], None] = field(default=lambda msg: None)
 
 
@@ -151,9 +152,10 @@ def scan(req: ScanRequest) -> tuple[dict, int]:
     from dlci.cli import UsageError, select_targets
     from dlci.targets import TARGETS
     wanted_targets = req.targets or config.targets or None
+    plain = [t for t in wanted_targets or [] if not t.startswith("rule.")]  # rule.<name>: see _rule_targets
     reached = sorted({x for t in analysis.touches for x in t.targets})
     try:
-        chosen = select_targets(",".join(wanted_targets) if wanted_targets else "all")
+        chosen = select_targets(",".join(plain)) if plain else {} if wanted_targets else select_targets("all")
     except UsageError as e:
         raise ConfigError(str(e)) from None
     if reached:
@@ -161,10 +163,19 @@ def scan(req: ScanRequest) -> tuple[dict, int]:
         if missing:
             pr["targets_not_installed"] = missing
         chosen = {n: t for n, t in chosen.items() if n in reached}
-    if not chosen:
+    rules = _rule_targets(analysis, config, req)
+    if not chosen and not rules:
         return finish_early(f"the touched converters are reached by target(s) {', '.join(reached) or '-'}, none of "
                             "which is installed or selected here")
     want = _canonical_targets(analysis, chosen)
+    if rules:  # a library's own PR: its equivalence rules run on the operators it touched
+        chosen.update(rules)
+        for t in analysis.touches:
+            if t.profile in RULE_LIBRARIES:
+                for canon in operators.canonical(t.operator, t.namespace):
+                    want.setdefault(canon, set()).update(
+                        n for n, r in rules.items() if r.rule.library == RULE_LIBRARIES[t.profile])
+        pr["rules"] = sorted(rules)
     pr["operators"] = sorted(want)
 
     instances = _instances(req, config, chosen, set(want), say)
@@ -214,7 +225,8 @@ def scan(req: ScanRequest) -> tuple[dict, int]:
         opts = C.Options(out_dir=out, budget=budget, workers=req.workers, timeout=req.timeout,
                          memory_mb=req.memory_mb, check_repros=req.check_repros, progress=say, env=head_env,
                          targets_for=targets_for, trace_files=trace, planner=planner, classify=classify,
-                         report_extra=report_extra, reduce=req.reduce)
+                         report_extra=report_extra, reduce=req.reduce,
+                         reduce_seconds=req.reduce_seconds)
         doc = C.run(instances, chosen, opts)
         if req.check_repros and "base" in checkouts and doc["findings"]:
             from dlci.findings.repro import check_repro
@@ -237,6 +249,32 @@ def scan(req: ScanRequest) -> tuple[dict, int]:
         for c in checkouts.values():
             c.remove()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+# profiles whose repository is the library an equivalence rule exercises
+RULE_LIBRARIES = {"pytorch": "torch"}
+
+
+def _rule_targets(analysis, config: Config, req: ScanRequest) -> dict:
+    """Equivalence rules for the touched library (all of its rules unless .dlci.yml `rules` names some or says
+    [none]); explicit --targets naming rule.<name> targets are honoured as well."""
+    from dlci.rules import rule_targets
+    libraries = {RULE_LIBRARIES[p] for p in analysis.profiles if p in RULE_LIBRARIES}
+    named = [t for t in (req.targets or []) if t.startswith("rule.")]
+    if config.rules is not None and [r.lower() for r in config.rules] == ["none"]:
+        return rule_targets(named) if named else {}
+    try:
+        chosen = rule_targets(config.rules or None) if config.rules else {}
+        if not config.rules:
+            for lib in libraries:
+                chosen.update(rule_targets(library=lib))
+        if named:
+            chosen.update(rule_targets(named))
+    except KeyError as e:
+        raise ConfigError(f"rules: {str(e).strip(chr(34) + chr(39))}") from None
+    if req.targets and not named:
+        return {}  # explicit --targets without rule targets: the user narrowed the run
+    return chosen
 
 
 def _instances(req: ScanRequest, config: Config, chosen: dict, canon: set[str], say) -> list:
@@ -382,10 +420,11 @@ def _attribute(findings, campaign, base_env: dict, req: ScanRequest) -> None:
     from dlci import findings as F
     from dlci.exec import Engine, Job
     from dlci.outcome import Outcome, same_digest
+    from dlci.testcase import job_func
     jobs, owner = [], {}
     for f in findings:
         for iid in ([f.instance_id] + [i for i in f.instances if i != f.instance_id])[:BASE_RERUNS]:
-            job = Job(id=f"base:{f.id}:{iid}", func="dlci.testcase:execute_job",
+            job = Job(id=f"base:{f.id}:{iid}", func=job_func(f.target),
                       args=(campaign.instances[iid], f.target), instance_id=iid,
                       op=campaign.instances[iid].op, target=f.target, affinity=iid)
             jobs.append(job)

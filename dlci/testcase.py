@@ -163,6 +163,12 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
     return finish()
 
 
+def job_func(target_name: str) -> str:
+    """The worker function that runs one test on ``target_name``: equivalence rules (``rule.<name>``) build their
+    two graphs in dlci.rules.runner; every other target goes through :func:`execute_job`."""
+    return "dlci.rules.runner:execute_rule_job" if target_name.startswith("rule.") else "dlci.testcase:execute_job"
+
+
 def execute_job(instance: Instance, target_name: str, trace_files: tuple[str, ...] = (), *,
                 stage_hook: Callable[[str], None] | None = None) -> dict:
     """Entry point for the sandboxed workers (dlci.exec): the Outcome as plain data."""

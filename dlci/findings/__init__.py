@@ -60,7 +60,7 @@ def signature(outcome: Outcome, modules: tuple[str, ...] = ()) -> str:
 @dataclass
 class Finding:
     id: str
-    oracle: str  # crash | inconsistency
+    oracle: str  # crash | inconsistency | equivalence
     operator: str
     target: str
     target_version: str
@@ -87,12 +87,15 @@ class Finding:
     test_style: str = ""             # the target repo's test style the second reproducer is written in
     test_style_repro: str = ""       # that test, relative to the output dir (pastes into their suite)
     test_style_checked: bool | None = None  # pytest ran it and it failed the way dlci saw (None: not checked)
+    rule: dict | None = None  # equivalence findings: the rule, its category and both graphs it compared
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def oracle_of(outcome: Outcome) -> str:
+    if outcome.target.startswith("rule."):  # two graphs of one library that must agree (dlci.rules)
+        return "equivalence"
     return "inconsistency" if outcome.status == INCONSISTENT else "crash"
 
 

@@ -76,6 +76,12 @@ def _pr_section(pr: dict, findings: list) -> list[str]:
     return lines
 
 
+def _ops_part(red: dict) -> str:
+    """"11 to 1 operators, " when the graph pass removed operators (multi-operator instances)."""
+    before, after = red["before"].get("operators"), red["after"].get("operators")
+    return f"{before} to {after} operators, " if before and after and before != after else ""
+
+
 def render_markdown(doc: dict) -> str:
     st = doc["stats"]
     lines = [f"# dlci report", "", f"**{verdict(doc)}**", "",
@@ -95,7 +101,10 @@ def render_markdown(doc: dict) -> str:
             lines += [f"## {f['id']}: {f['target']} — {f['symptom']} on `{f['operator']}`{known}", "",
                       f"- stage: {f['stage']}; origin: {f['origin'].get('source')} `{f['origin'].get('test')}`",
                       f"- signature: `{f['signature']}`",
-                      *([f"- reduced from {f['reduction']['before'].get('elements')} to "
+                      *([f"- equivalence rule `{f['rule']['name']}` ({f['rule']['category_title']}): "
+                         f"{f['rule']['summary']}", f"  - graph A: {f['rule']['graph_a']}",
+                         f"  - graph B: {f['rule']['graph_b']}"] if f.get("rule") else []),
+                      *([f"- reduced from {_ops_part(f['reduction'])}{f['reduction']['before'].get('elements')} to "
                          f"{f['reduction']['after'].get('elements')} input elements"
                          + (f"; the parameters that matter: {', '.join(f['reduction']['params_that_matter'])}"
                             if f['reduction'].get('params_that_matter') else "")]
