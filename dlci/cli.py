@@ -452,14 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "framework's calls, finds the vulnerable operations and searches by "
                                    "back-propagation for inputs that make one produce NaN/Inf. Without --program, "
                                    "runs the bundled example programs.")
-    n.add_argument("--program", action="append", default=[], metavar="FILE:FUNCTION",
-                   help="entry point to search (repeatable)")
-    n.add_argument("--budget", type=float, default=60.0, help="seconds of search per program")
-    n.add_argument("--strategy", choices=("gradient", "random"), default="gradient",
-                   help="gradient: GRIST-style search; random: re-run with fresh random values (the baseline)")
-    n.add_argument("--seed", type=int, default=0)
-    n.add_argument("--out", default="dlci-out", help="output directory (findings.json, report.md, repro/)")
-    n.add_argument("--fail-on", choices=("any", "never"), default="any")
+    from dlci.nan.command import add_arguments as nan_arguments
+    nan_arguments(n)
     n.set_defaults(func=cmd_nan)
 
     tr = sub.add_parser("triage", help="findings of a run with their signatures, and known_issues entries to paste")

@@ -293,7 +293,9 @@ def _instances(req: ScanRequest, config: Config, chosen: dict, canon: set[str], 
         if name == "harvest" or S.SOURCES[name].framework not in frameworks:
             continue
         say(f"loading source {name} (cached after the first harvest)")
-        picked += operators.select(S.load(name, limit_per_op=limit), canon)
+        # derived sources (boundary, nan_search) work per operator: only the touched ones are derived
+        ops = sorted(canon) if getattr(S.SOURCES[name], "bases", ()) else None
+        picked += operators.select(S.load(name, limit_per_op=limit, ops=ops), canon)
     return picked
 
 

@@ -255,7 +255,7 @@ def stable_seed(*parts: str) -> int:
 
 def _import_builtin_sources() -> None:
     # The built-in sources register themselves on import; imported lazily because torch/onnx/keras are heavy.
-    from dlci.sources import boundary, harvest, modules, onnx_node, opinfo  # noqa: F401
+    from dlci.sources import boundary, harvest, modules, nan_search, onnx_node, opinfo  # noqa: F401
 
 
 __all__ = ["SOURCES", "SOURCE_FORMAT", "Source", "register", "load", "load_with_stats", "load_harvest", "summary",

@@ -1,0 +1,215 @@
+"""Shared pieces of the NaN/Inf search: programs, external values, run configurations and records."""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import linecache
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+NORMAL_SIGMAS = 100.0  # normal draws stay within this many standard deviations of their mean
+# Weights are trained: a search may move an initial weight past its initializer's support, up to this many times
+# the initializer's bound (what training could reach), while data draws stay inside their generator's support.
+WEIGHT_RANGE = 10.0
+
+
+class ProgramError(Exception):
+    """A program spec that cannot be used: bad FILE:FUNCTION, missing file or function, import failure, or a
+    program that raises on its own before any search."""
+
+
+@dataclass
+class Program:
+    spec: str
+    path: Path  # resolved absolute path of the user's file
+    function: str
+    module: Any
+    fn: Callable[[], Any]
+
+    @property
+    def file(self) -> str:
+        return str(self.path)
+
+    def framework(self) -> str:
+        """torch | tensorflow, from what the program's module imported (its globals)."""
+        seen = set()
+        for value in vars(self.module).values():
+            mod = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", None)
+            if isinstance(mod, str):
+                seen.add(mod.split(".", 1)[0])
+        if seen & {"tensorflow", "keras", "tf_keras"}:
+            return "tensorflow"
+        if "torch" in seen:
+            return "torch"
+        raise ProgramError(f"{self.spec}: cannot tell its framework (the file imports neither torch nor "
+                           "tensorflow/keras)")
+
+
+def load_program(spec: str) -> Program:
+    """Import ``FILE:FUNCTION`` (FUNCTION takes no arguments). :class:`ProgramError` with a clear message."""
+    if not isinstance(spec, str) or ":" not in spec:
+        raise ProgramError(f"bad program spec {spec!r}: expected FILE:FUNCTION (e.g. train.py:step)")
+    file, func = spec.rsplit(":", 1)
+    if not file or not func.isidentifier():
+        raise ProgramError(f"bad program spec {spec!r}: expected FILE:FUNCTION with FUNCTION a Python name")
+    path = Path(file).expanduser()
+    if not path.is_file():
+        raise ProgramError(f"{spec}: no such file {file}")
+    path = path.resolve()
+    name = "dlci_nan_program_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    mspec = importlib.util.spec_from_file_location(name, path)
+    if mspec is None or mspec.loader is None:
+        raise ProgramError(f"{spec}: {file} is not a Python file")
+    module = importlib.util.module_from_spec(mspec)
+    sys.modules[name] = module
+    linecache.checkcache(str(path))
+    try:
+        mspec.loader.exec_module(module)
+    except BaseException as e:  # noqa: BLE001 - SystemExit at import time is as bad a program as any error
+        sys.modules.pop(name, None)
+        raise ProgramError(f"{spec}: importing {file} failed: {type(e).__name__}: {e}") from None
+    fn = getattr(module, func, None)
+    if fn is None or not callable(fn):
+        raise ProgramError(f"{spec}: {file} has no function {func!r}")
+    try:
+        sig = inspect.signature(fn)
+        required = [p for p in sig.parameters.values()
+                    if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    except (TypeError, ValueError):
+        required = []
+    if required:
+        names = ", ".join(p.name for p in required)
+        raise ProgramError(f"{spec}: {func}() must take no arguments (it requires {names})")
+    return Program(spec=spec, path=path, function=func, module=module, fn=fn)
+
+
+def program_seed(run_seed: int, n: int) -> int:
+    """The seed a program's own manual_seed(n) gets in run ``run_seed`` (identity for run 0: the program as written).
+
+    Reproducers carry the same formula."""
+    if run_seed == 0:
+        return int(n)
+    return (int(n) * 1000003 + int(run_seed)) % (2 ** 31 - 1)
+
+
+@dataclass
+class External:
+    """One value that enters the program from outside its code: a random draw (or numpy data)."""
+    index: int
+    gen: str  # the generator's public name, e.g. torch.randn, torch.nn.init.kaiming_uniform_, tf.random.normal
+    file: str
+    line: int
+    shape: tuple
+    dtype: str
+    orig: np.ndarray  # the value drawn in this run (before any substitution)
+    kind: str = "real"  # real | int (discrete draws are only ever redrawn, never moved)
+    low: float = -np.inf  # legal range of the generator (inclusive, already nudged inside a half-open bound)
+    high: float = np.inf
+    scale: float = 1.0  # the generator's spread: std, or half the uniform width
+    differentiable: bool = False
+    iterative: bool = False  # a weight (a leaf the program trains), moved by gradient-sign steps
+
+    @property
+    def name(self) -> str:
+        where = f"{Path(self.file).name}:{self.line}" if self.file else "lib"
+        return f"e{self.index}_{self.gen}@{where}"
+
+    def bounds(self) -> tuple[float, float]:
+        if not self.iterative:
+            return self.low, self.high
+        reach = WEIGHT_RANGE * self.scale
+        return min(self.low, -reach), max(self.high, reach)
+
+    def clip(self, v: np.ndarray) -> np.ndarray:
+        low, high = self.bounds()
+        return np.clip(v, low, high).astype(v.dtype, copy=False)
+
+
+@dataclass
+class Event:
+    """The first intercepted operation with all inputs finite and a NaN/Inf output (or gradient)."""
+    op: str
+    file: str
+    line: int
+    code: str
+    kind: str  # nan | inf
+    phase: str = "forward"  # forward | backward (the operation's gradient went non-finite)
+    entry: str | None = None  # table entry name when the op is in the table
+
+    def key(self) -> tuple:
+        return (self.op, self.file, self.line, self.phase)
+
+
+@dataclass
+class Site:
+    """A call site of a vulnerable operation, found by intercepting a run."""
+    op: str
+    entry: str
+    file: str
+    line: int
+    code: str
+    calls: int = 0
+    best: float = float("inf")  # smallest distance to the invalid set seen
+    precursor: bool = False
+
+    def key(self) -> tuple:
+        return (self.op, self.file, self.line)
+
+
+@dataclass
+class RunConfig:
+    run_seed: int
+    subst: dict[int, np.ndarray] = field(default_factory=dict)
+    target: tuple | None = None  # Site.key() whose distance to minimise (gradients wanted)
+    differentiable: bool = False
+    survey: bool = False  # record every vulnerable call site with its distance
+    focus: int | None = None  # the element of the target's distance map to drive (None: the minimum)
+    draw_grads: bool = True  # return differentiable draws (off when the program cannot take them, e.g. .numpy())
+
+
+@dataclass
+class RunRecord:
+    externals: list[External] = field(default_factory=list)
+    event: Event | None = None
+    error: str | None = None  # traceback text when the program raised
+    error_type: str | None = None
+    sites: dict[tuple, Site] = field(default_factory=dict)
+    target_d: float | None = None
+    focus: int | None = None  # the element of the distance map target_d was taken at
+    grads: dict[int, np.ndarray] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def source_line(path: str, line: int) -> str:
+    return linecache.getline(path, line).strip()
+
+
+# library code whose vulnerable calls are not the model's: optimizers' eps-guarded arithmetic on their own state
+_OPTIMIZER_DIRS = ("/torch/optim/", "/keras/src/optimizers/", "/keras/optimizers/", "/tensorflow/python/training/",
+                   "/tf_keras/src/optimizers/")
+
+
+def inside_optimizer(frame, path: str) -> bool:
+    """Is the call at ``frame`` made by optimizer code (between it and the user's file ``path``)?"""
+    f = frame
+    while f is not None and f.f_code.co_filename != path:
+        fn = f.f_code.co_filename.replace("\\", "/")
+        if any(d in fn for d in _OPTIMIZER_DIRS):
+            return True
+        f = f.f_back
+    return False
+
+
+def user_frame(path: str, start) -> tuple[int, str] | None:
+    """(line, function) of the innermost frame of ``start``'s stack that runs code from ``path``."""
+    f = start
+    while f is not None:
+        if f.f_code.co_filename == path:
+            return f.f_lineno, f.f_code.co_name
+        f = f.f_back
+    return None

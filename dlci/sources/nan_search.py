@@ -1,0 +1,46 @@
+"""Source "nan_search": OpInfo instances of the operators in the NaN/Inf table (dlci/nan/table.py), with their operand
+moved by gradient search to the edge of the operator's domain (divisor -> tiny, log operand -> tiny positive, exp
+argument -> just below overflow, ...). The campaign then runs them through the compilers, where the oracle compares
+NaN/Inf masks: the class of bug that a compiled kernel turns a finite result into NaN/Inf (or the reverse) at the
+domain's edge, which plain differential testing on ordinary inputs never reaches."""
+from __future__ import annotations
+
+from typing import Iterator
+
+from dlci.instance import Instance
+from dlci.sources import Source, load_with_stats, register
+from dlci.sources._common import dist_version
+
+
+@register
+class NanSearchSource(Source):
+    name = "nan_search"
+    framework = "torch"
+    description = "OpInfo instances of domain-restricted operators driven to their domain's edge by gradient search"
+    bases: tuple[str, ...] = ("opinfo",)
+    seconds_per_op = 3.0  # gradient search budget per operator
+    seed = 0
+
+    def library_versions(self) -> dict[str, str]:
+        return {"torch": dist_version("torch")}
+
+    def cache_extra(self) -> dict:
+        import hashlib
+        from pathlib import Path
+        nan_dir = Path(__file__).resolve().parent.parent / "nan"
+        h = hashlib.sha1(b"".join(p.read_bytes() for p in sorted(nan_dir.glob("*.py"))))  # the search's own code
+        return {"seconds_per_op": self.seconds_per_op, "seed": self.seed, "nan_code": h.hexdigest()[:12]}
+
+    def harvest(self, limit_per_op: int | None = None) -> Iterator[Instance]:
+        from dlci.nan.operators import boundary_instances
+        base: dict[str, list[Instance]] = {}
+        for name in self.bases:
+            insts, _ = load_with_stats(name, limit_per_op=limit_per_op, ops=self.ops)
+            for inst in insts:
+                base.setdefault(inst.op, []).append(inst)
+        for op, insts in sorted(base.items()):
+            made = boundary_instances(insts, budget=self.seconds_per_op, seed=self.seed)
+            if not made:
+                self.skip("no-domain-edge")  # not a table operator, or no operand that the search can move
+            for inst in made[:limit_per_op or None]:
+                yield inst
