@@ -5,7 +5,7 @@ from torch import nn
 
 
 class Encoder(nn.Module):
-    def __init__(self, n_in=24, dim=11):
+    def __init__(self, n_in=24, dim=12):
         super().__init__()
         self.fc1 = nn.Linear(n_in, 32)
         self.fc2 = nn.Linear(32, dim)
