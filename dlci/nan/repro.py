@@ -20,19 +20,13 @@ import numpy as np
 
 from dlci.nan.search import SearchResult
 
-SMALL = 64  # arrays up to this many elements are written out as literals, larger ones as base64 .npy
 
 
 def array_literal(a: np.ndarray) -> str:
-    a = np.asarray(a)
-    if a.size <= SMALL and a.dtype.kind in "biuf":
-        vals = ", ".join(repr(float(v)) if a.dtype.kind == "f" else repr(int(v)) for v in a.reshape(-1))
-        return f"np.array([{vals}], dtype={str(a.dtype)!r}).reshape({tuple(a.shape)!r})"
-    buf = io.BytesIO()
-    np.save(buf, a, allow_pickle=False)
-    b64 = base64.b64encode(buf.getvalue()).decode()
-    lines = [b64[i:i + 100] for i in range(0, len(b64), 100)]
-    return "_npy(\n    " + "\n    ".join(repr(x) for x in lines) + ")"
+    """Source rebuilding the array exactly (the reproducers' shared encoding: NaN/Inf literals, base64 .npy when
+    large)."""
+    from dlci.findings.repro import array_code
+    return array_code(a)
 
 
 def file_name(fid: str, op: str) -> str:
@@ -64,10 +58,6 @@ LINE = {line!r}
 CODE = {code!r}
 PHASE = {phase!r}
 KIND = {kind!r}
-
-
-def _npy(*chunks):
-    return np.load(io.BytesIO(base64.b64decode("".join(chunks))), allow_pickle=False)
 
 
 # draw index (order of the program's random draws) -> the failure-inducing value
