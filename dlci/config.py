@@ -10,7 +10,6 @@ budget: 300                     # seconds of testing when --budget is not given
 limit_per_op: 8                 # instances per operator per source
 rules: [torch.compile.inductor]  # equivalence rules for a library's own PR (default: all of that library's;
                                 # [none] switches them off); see `dlci rules --list`
-nan_programs: ["train.py:step"] # model repositories: entry points for the NaN/Inf gradient search (`dlci nan`)
 known_issues:                   # findings to list as known, not as bugs (see dlci/findings/known.py)
   - signature: "tvm.from_fx|compare|nn::ELU|*"
     link: https://github.com/apache/tvm/issues/NNNN
@@ -45,7 +44,6 @@ class Config:
     install: str | None = None
     known_issues: list[dict] = field(default_factory=list)
     rules: list[str] | None = None
-    nan_programs: list[str] = field(default_factory=list)
     source: str = "defaults"  # where it came from, for the report
 
     def known(self):
@@ -54,7 +52,7 @@ class Config:
 
     _TYPES = {"profiles": list, "targets": list, "sources": list, "budget": (int, float), "limit_per_op": int,
               "python_path": list, "env": dict, "install": str, "known_issues": list,
-              "rules": list, "nan_programs": list}
+              "rules": list}
 
     @classmethod
     def parse(cls, text: str | None, origin: str = CONFIG_FILE) -> "Config":
@@ -78,7 +76,7 @@ class Config:
             if value is not None and (not isinstance(value, want) or isinstance(value, bool)):
                 names = " or ".join(t.__name__ for t in (want if isinstance(want, tuple) else (want,)))
                 raise ConfigError(f"{origin}: {key} must be {names}, got {type(value).__name__}")
-        for key in ("profiles", "targets", "sources", "python_path", "rules", "nan_programs"):
+        for key in ("profiles", "targets", "sources", "python_path", "rules"):
             if any(not isinstance(v, str) for v in data.get(key) or []):
                 raise ConfigError(f"{origin}: every entry of {key} must be a string")
         if any(not isinstance(v, (str, int, float)) for v in (data.get("env") or {}).values()):
@@ -87,9 +85,6 @@ class Config:
             raise ConfigError(f"{origin}: budget must be positive")
         if data.get("limit_per_op") is not None and data["limit_per_op"] < 1:
             raise ConfigError(f"{origin}: limit_per_op must be at least 1")
-        bad = [p for p in data.get("nan_programs") or [] if ":" not in p]
-        if bad:
-            raise ConfigError(f"{origin}: nan_programs entries are FILE:FUNCTION, got {bad[0]!r}")
         from dlci.findings.known import KnownIssueError, parse as parse_known
         try:
             parse_known(data.get("known_issues") or [], origin)
