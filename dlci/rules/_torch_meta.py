@@ -7,7 +7,6 @@ or ModuleInfo (``module_db:NAME#k``) it came from, and ``Instance.call`` names t
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 import re
 import warnings
@@ -58,16 +57,9 @@ def supported_dtypes(inst: Instance) -> frozenset[str] | None:
 
 @functools.cache
 def resolve(path: str):
-    parts = path.split(".")
-    for i in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:i]))
-        except ImportError:
-            continue
-        for p in parts[i:]:
-            obj = getattr(obj, p)
-        return obj
-    raise ImportError(path)
+    """The callable a dotted path names (cached: applicability checks ask for the same ones over and over)."""
+    from dlci.sources._common import resolve as import_dotted
+    return import_dotted(path)
 
 
 def target(inst: Instance):
