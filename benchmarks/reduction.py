@@ -339,11 +339,9 @@ def finding_for(fid: str, target_name: str, inst: Instance, outcome: dict, sig: 
     from dlci.outcome import Outcome
     from dlci.targets import get
     o = Outcome.from_dict(outcome)
-    try:
-        version = get(target_name).version()
-    except Exception:  # noqa: BLE001
-        version = ""
-    return F.Finding(id=fid, oracle=F.oracle_of(o), operator=inst.op, target=target_name, target_version=version,
+    target = get(target_name)
+    return F.Finding(id=fid, oracle=target.oracle_of(o), operator=inst.op, target=target_name,
+                     target_version=target.version(),
                      symptom=o.symptom, stage=o.stage, signature=sig, message=(o.message or "")[:2000],
                      instance_id=inst.id, origin=dataclasses.asdict(inst.origin), distance=o.distance,
                      traceback=(o.traceback or "")[-4000:], confirmed=True)

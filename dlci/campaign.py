@@ -78,7 +78,7 @@ class Campaign:
         if not F.is_failure(outcome):
             return None
         target = self.targets.get(outcome.target)
-        sig = F.signature(outcome, getattr(target, "modules", ()) or ())
+        sig = F.signature(outcome, target.modules)
         self.failures[sig].append(outcome)
         if sig not in self.confirm_state:
             self.confirm_state[sig] = "pending"
@@ -88,7 +88,7 @@ class Campaign:
 
     def _confirmed(self, sig: str, rerun: Outcome) -> str | None:
         target = self.targets.get(rerun.target)
-        if F.is_failure(rerun) and F.signature(rerun, getattr(target, "modules", ()) or ()) == sig:
+        if F.is_failure(rerun) and F.signature(rerun, target.modules) == sig:
             self.confirm_state[sig] = "confirmed"
             self.confirmed_at[sig] = time.time()
             self.first_confirmed_at = self.first_confirmed_at or self.confirmed_at[sig]
@@ -134,7 +134,6 @@ class Campaign:
 def make_jobs(plan: Iterable[Instance], targets: dict, confirm_queue: deque, campaign: Campaign):
     """Planned jobs, with confirmation re-runs jumping the queue as soon as a failure is seen."""
     from dlci.exec import Job
-    from dlci.testcase import job_func
     seq = 0
 
     def confirm_jobs():
@@ -143,10 +142,10 @@ def make_jobs(plan: Iterable[Instance], targets: dict, confirm_queue: deque, cam
             sig = confirm_queue.popleft()
             o = campaign.next_confirm_outcome(sig)
             seq += 1
-            yield Job(id=f"confirm{seq}:{o.instance_id}@{o.target}", func=job_func(o.target),
+            target = targets[o.target]
+            yield Job(id=f"confirm{seq}:{o.instance_id}@{o.target}", func=target.job_func,
                       args=(campaign.instances[o.instance_id], o.target), instance_id=o.instance_id, op=o.op,
-                      target=o.target, affinity=f"confirm:{o.instance_id}",
-                      timeout=getattr(targets.get(o.target), "timeout", None)), sig
+                      target=o.target, affinity=f"confirm:{o.instance_id}", timeout=target.timeout), sig
 
     options = campaign.options
     for inst in plan:
@@ -156,9 +155,9 @@ def make_jobs(plan: Iterable[Instance], targets: dict, confirm_queue: deque, cam
                 continue
             yield from confirm_jobs()
             seq += 1
-            yield Job(id=f"t{seq}:{inst.id}@{name}", func=job_func(name),
+            yield Job(id=f"t{seq}:{inst.id}@{name}", func=target.job_func,
                       args=(inst, name, tuple(options.trace_files)), instance_id=inst.id, op=inst.op,
-                      target=name, affinity=inst.id, timeout=getattr(target, "timeout", None)), None
+                      target=name, affinity=inst.id, timeout=target.timeout), None
     yield from confirm_jobs()
 
 
@@ -177,7 +176,7 @@ def run(instances: Sequence[Instance], targets: dict, options: Options) -> dict:
     pending_confirm: dict[str, str] = {}  # job id -> signature
     results_path = out / "results.jsonl"
     deadline = time.monotonic() + options.budget
-    warm = sorted({m for t in targets.values() for m in getattr(t, "warm_imports", ())})
+    warm = sorted({m for t in targets.values() for m in t.warm_imports})
 
     def jobs():
         for job, sig in make_jobs(plan, campaign.targets, confirm_queue, campaign):
@@ -248,8 +247,8 @@ def reduce_findings(campaign: "Campaign", engine) -> None:
         rep = representative(campaign, sig)
         target = campaign.targets[rep.target]
         red = reduce_instance(campaign.instances[rep.instance_id], rep.target, sig,
-                              run=engine_runner(engine, rep.target, options.timeout),
-                              modules=tuple(getattr(target, "modules", ()) or ()), budget=per)
+                              run=engine_runner(engine, rep.target, options.timeout, func=target.job_func),
+                              modules=target.modules, budget=per)
         campaign.reductions[sig] = red
         if red.confirmed and red.changed and red.outcome:
             campaign.instances[red.reduced.id] = red.reduced
@@ -292,12 +291,12 @@ def finish(campaign: Campaign) -> dict:
         target = campaign.targets[rep.target]
         n = len(findings) + 1
         finding = F.Finding(
-            id=f"F{n:03d}", oracle=F.oracle_of(rep), operator=rep.op, target=rep.target,
+            id=f"F{n:03d}", oracle=target.oracle_of(rep), operator=rep.op, target=rep.target,
             target_version=target.version(), symptom=rep.symptom, stage=rep.stage, signature=sig,
             message=rep.message[:2000], instance_id=rep.instance_id, origin=inst.origin.__dict__,
             distance=rep.distance, traceback=rep.traceback[-4000:], log=rep.log[-2000:],
             instances=sorted({o.instance_id for o in outcomes}), operators=sorted({o.op for o in outcomes}),
-            confirmed=True, reduction=_reduction_summary(red), rule=_rule_summary(rep.target))
+            confirmed=True, reduction=_reduction_summary(red), **target.finding_details())
         findings.append(finding)
 
     findings = attribute_to_exporter(findings, campaign)
@@ -372,10 +371,6 @@ def finish(campaign: Campaign) -> dict:
     return doc
 
 
-# targets that consume the ONNX model torch.onnx exports when the instance comes from torch
-ONNX_CONSUMERS = ("tvm.from_onnx", "openvino.onnx")
-
-
 def _same_failure(a: Outcome, b: Outcome) -> bool:
     if a.status != b.status or a.symptom != b.symptom:
         return False
@@ -389,19 +384,19 @@ def _same_failure(a: Outcome, b: Outcome) -> bool:
 def attribute_to_exporter(findings: list, campaign: Campaign) -> list:
     """A failure that an ONNX frontend shows on a torch instance, and that torch.onnx (exporter + ONNX Runtime)
     shows identically on the same instances, is the exporter's: fold it into the torch.onnx finding."""
-    exporter_fail = {}
+    failed: dict[tuple[str, str], Outcome] = {}  # (target, instance id) -> its failure
     for outcomes in campaign.failures.values():
         for o in outcomes:
-            if o.target == "torch.onnx":
-                exporter_fail[o.instance_id] = o
+            failed[(o.target, o.instance_id)] = o
     by_sig = {f.signature: f for f in findings}
     kept = []
     for f in findings:
-        if f.target in ONNX_CONSUMERS and campaign.instances[f.instance_id].framework == "torch":
+        exporter = campaign.targets[f.target].exporters.get(campaign.instances[f.instance_id].framework)
+        if exporter in campaign.targets:
             mine = campaign.failures[f.signature]
-            theirs = [exporter_fail.get(o.instance_id) for o in mine]
+            theirs = [failed.get((exporter, o.instance_id)) for o in mine]
             if all(t is not None and _same_failure(o, t) for o, t in zip(mine, theirs)):
-                sig = F.signature(theirs[0], campaign.targets["torch.onnx"].modules)
+                sig = F.signature(theirs[0], campaign.targets[exporter].modules)
                 owner = by_sig.get(sig)
                 if owner is not None:
                     owner.also_in = sorted(set(owner.also_in) | {f.target})
@@ -413,20 +408,8 @@ def attribute_to_exporter(findings: list, campaign: Campaign) -> list:
 def _render(finding, campaign: "Campaign", out: Path) -> Path:
     """The standalone reproducer: a target with its own renderer (an equivalence rule) writes it, else the
     generic single-operator template does."""
-    from dlci.findings.repro import render_repro
-    target = campaign.targets.get(finding.target)
-    renderer = getattr(target, "render_repro", None) or render_repro
-    return renderer(finding, campaign.instances[finding.instance_id], out / "repro")
-
-
-def _rule_summary(target_name: str) -> dict | None:
-    """For a finding of an equivalence rule: the rule and both graphs it compared."""
-    if not target_name.startswith("rule."):
-        return None
-    from dlci.rules import CATEGORIES, get_rule
-    rule = get_rule(target_name)
-    return {"name": rule.name, "category": rule.category, "category_title": CATEGORIES[rule.category],
-            "library": rule.library, "summary": rule.summary, "graph_a": rule.graph_a, "graph_b": rule.graph_b}
+    return campaign.targets[finding.target].render_repro(finding, campaign.instances[finding.instance_id],
+                                                         out / "repro")
 
 
 def _render_test_style(finding, campaign: "Campaign", out: Path) -> None:

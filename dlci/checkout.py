@@ -6,6 +6,8 @@ when ``.dlci.yml`` names an ``install`` command, whatever that command installed
 """
 from __future__ import annotations
 
+from dlci.errors import InfrastructureError
+
 import os
 import shlex
 import shutil
@@ -18,7 +20,7 @@ from dlci.config import Config
 INSTALL_TIMEOUT = 1800
 
 
-class CheckoutError(Exception):
+class CheckoutError(InfrastructureError):
     """The revision could not be checked out or prepared (git failure, install command failed): exit 3."""
 
 

@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 import traceback
 from pathlib import Path
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+from dlci.errors import ExitCode, UsageError
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = ExitCode.CLEAN, ExitCode.FINDINGS, ExitCode.USAGE, ExitCode.INTERNAL
 DEFAULT_SOURCES = ("opinfo", "module_db", "onnx_node", "keras_tests")
-
-
-class UsageError(Exception):
-    """Bad input from the user: reported clearly, exit 2."""
 
 
 def _say(msg: str) -> None:
@@ -31,21 +28,8 @@ def _split(value: str) -> list[str]:
 
 
 def select_targets(spec: str) -> dict:
-    from dlci.targets import TARGETS
-    names = _split(spec)
-    if names == ["all"]:
-        chosen = {n: t for n, t in TARGETS.items() if t.available()}
-    else:
-        unknown = [n for n in names if n not in TARGETS]
-        if unknown:
-            raise UsageError(f"unknown target(s) {', '.join(unknown)}; known: {', '.join(sorted(TARGETS))}")
-        chosen = {n: TARGETS[n] for n in names}
-        missing = [n for n, t in chosen.items() if not t.available()]
-        if missing:
-            raise UsageError(f"target(s) not installed here: {', '.join(missing)} (pip install 'dlci[all]')")
-    if not chosen:
-        raise UsageError("no target available: install the frameworks (pip install 'dlci[all]')")
-    return chosen
+    from dlci.targets import select
+    return select(spec)
 
 
 def op_matches(op: str, wanted: set[str]) -> bool:

@@ -23,12 +23,14 @@ Unknown keys and wrong types are configuration errors (exit 2), reported with th
 """
 from __future__ import annotations
 
+from dlci.errors import UsageError
+
 from dataclasses import dataclass, field
 
 CONFIG_FILE = ".dlci.yml"
 
 
-class ConfigError(Exception):
+class ConfigError(UsageError):
     """A malformed .dlci.yml: the CLI reports it and exits 2."""
 
 

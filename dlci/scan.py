@@ -422,11 +422,10 @@ def _attribute(findings, campaign, base_env: dict, req: ScanRequest) -> None:
     from dlci import findings as F
     from dlci.exec import Engine, Job
     from dlci.outcome import Outcome, same_digest
-    from dlci.testcase import job_func
     jobs, owner = [], {}
     for f in findings:
         for iid in ([f.instance_id] + [i for i in f.instances if i != f.instance_id])[:BASE_RERUNS]:
-            job = Job(id=f"base:{f.id}:{iid}", func=job_func(f.target),
+            job = Job(id=f"base:{f.id}:{iid}", func=campaign.targets[f.target].job_func,
                       args=(campaign.instances[iid], f.target), instance_id=iid,
                       op=campaign.instances[iid].op, target=f.target, affinity=iid)
             jobs.append(job)
@@ -436,7 +435,7 @@ def _attribute(findings, campaign, base_env: dict, req: ScanRequest) -> None:
     def on_result(job, result):
         results.setdefault(owner[job.id].id, []).append(Outcome.from_dict(result))
 
-    warm = sorted({m for t in campaign.targets.values() for m in getattr(t, "warm_imports", ())})
+    warm = sorted({m for t in campaign.targets.values() for m in t.warm_imports})
     with Engine(workers=req.workers, timeout=req.timeout, memory_mb=req.memory_mb, warm_imports=warm, env=base_env,
                 log_dir=str(Path(req.out) / "logs" / "base")) as engine:
         engine.run(jobs, on_result, deadline=time.monotonic() + max(120.0, 0.25 * (req.budget or DEFAULT_BUDGET)))
@@ -449,7 +448,7 @@ def _attribute(findings, campaign, base_env: dict, req: ScanRequest) -> None:
         head_outs = {o.instance_id: o for o in campaign.failures.get(f.signature, [])}
         # the same failure: same signature and, for wrong results, the very same wrong numbers (a PR that changes
         # how wrong a result is has changed behaviour)
-        same = [o for o in outs if F.is_failure(o) and F.signature(o, getattr(target, "modules", ())) == f.signature
+        same = [o for o in outs if F.is_failure(o) and F.signature(o, target.modules) == f.signature
                 and (o.instance_id not in head_outs or same_digest(o.digest, head_outs[o.instance_id].digest))]
         f.new_in_pr = not same
         o = same[0] if same else outs[0]

@@ -27,7 +27,7 @@ _BOILERPLATE = re.compile(r"^(Exception from src/|Check '.*' failed at |FrontEnd
                           r"Model wasn't fully converted|Summary:\s*$)")
 
 
-def _first_lines(text: str, n: int = MESSAGE_LINES) -> str:
+def first_lines(text: str, n: int = MESSAGE_LINES) -> str:
     text = _ANSI.sub("", text)
     if "## Exception summary" in text:  # torch.onnx: the summary names the failing op; the preamble is generic
         text = text.split("## Exception summary", 1)[1]
@@ -46,7 +46,7 @@ def _as_output_array(x, like: np.ndarray | None) -> np.ndarray:
 def _invalid(out: Outcome, stage: str, e: BaseException) -> None:
     """The test itself could not be built (reference or model form): not the target's fault."""
     out.status, out.stage, out.symptom = INVALID, stage, type(e.__cause__ or e).__name__
-    out.message, out.traceback = _first_lines(str(e)), format_exc(e)
+    out.message, out.traceback = first_lines(str(e)), format_exc(e)
 
 
 def _line_tracer(files: frozenset[str], hits: dict[str, set[int]]):
@@ -127,7 +127,7 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
         except Exception as e:
             out.stage = stage
             out.symptom = type(e).__name__
-            out.message, out.traceback = _first_lines(str(e)), format_exc(e)
+            out.message, out.traceback = first_lines(str(e)), format_exc(e)
             try:
                 unsupported = target.is_unsupported(e, stage)
             except Exception:  # a broken classifier must not hide the crash
@@ -150,7 +150,7 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
                                   ignore=models.uncompared_outputs(instance))
     except Exception as e:  # an oracle failure is ours, not the target's: the test is invalid
         out.status, out.stage, out.symptom = INVALID, "compare", type(e).__name__
-        out.message, out.traceback = _first_lines(str(e)), format_exc(e)
+        out.message, out.traceback = first_lines(str(e)), format_exc(e)
         return finish()
     finally:
         out.timings["compare"] = time.perf_counter() - t
@@ -161,12 +161,6 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
         out.message = verdict.get("message", "")
         out.distance = verdict.get("distance")
     return finish()
-
-
-def job_func(target_name: str) -> str:
-    """The worker function that runs one test on ``target_name``: equivalence rules (``rule.<name>``) build their
-    two graphs in dlci.rules.runner; every other target goes through :func:`execute_job`."""
-    return "dlci.rules.runner:execute_rule_job" if target_name.startswith("rule.") else "dlci.testcase:execute_job"
 
 
 def execute_job(instance: Instance, target_name: str, trace_files: tuple[str, ...] = (), *,

@@ -132,7 +132,7 @@ def test_a_passing_instance_or_another_failure_is_never_reduced(engine, loaded):
 
 def make(arrays, call=None, op="aten::fake"):
     call = call or {"kind": "torch_fn", "fn": "torch.nn.functional.elu", "args": [{"$t": 0}], "kwargs": {}}
-    from dlci.sources._common import params_of
+    from dlci.instance.recipe import params_of
     return Instance(op=op, framework="torch", call=call, inputs=[TensorSpec.of(a) for a in arrays],
                     params=params_of(call["args"], call["kwargs"]), origin=Origin("test", "pure"),
                     arrays={f"in:{i}": a for i, a in enumerate(arrays)})

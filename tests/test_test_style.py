@@ -11,14 +11,13 @@ import ast
 import copy
 import json
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from dlci.findings import Finding, oracle_of, signature
+from dlci.findings import Finding, signature
 from dlci.findings.test_style import (STYLES, check_test, expectation, onnx_model_code, read_expectation,
-                                      render_test, reproduces, style_for)
+                                      render_test, reproduces, style_for, targets_of)
 from dlci.instance import Instance, Origin, TensorSpec
 from dlci.outcome import CRASH, INCONSISTENT
 from dlci.targets import TARGETS, get
@@ -63,7 +62,7 @@ def make_finding(inst: Instance, target: str, fid: str) -> Finding:
     assert o.status in (CRASH, INCONSISTENT), (target, inst.id, o.status, o.stage, o.message)
     t = get(target)
     return Finding(
-        id=fid, oracle=oracle_of(o), operator=o.op, target=target, target_version=t.version(), symptom=o.symptom,
+        id=fid, oracle=t.oracle_of(o), operator=o.op, target=target, target_version=t.version(), symptom=o.symptom,
         stage=o.stage, signature=signature(o, t.modules), message=o.message[:2000], instance_id=inst.id,
         origin=inst.origin.__dict__, distance=o.distance, traceback=o.traceback[-4000:], log=o.log[-2000:],
         instances=[inst.id], operators=[o.op], confirmed=True)
@@ -212,7 +211,7 @@ def test_unserved_targets_render_nothing(tmp_path):
 
 
 def test_every_target_has_one_style_and_every_flavour_renders(instances, tmp_path):
-    served = [t for s in STYLES.values() for t in s.targets]
+    served = [t for s in STYLES for t in targets_of(s)]
     assert len(served) == len(set(served))
     assert set(TARGETS) <= set(served), set(TARGETS) - set(served)
     torch_inst = instances["opinfo"][0]

@@ -15,6 +15,8 @@ line structure git counted. "Undecodable" therefore never yields None; absent pa
 """
 from __future__ import annotations
 
+from dlci.errors import UsageError
+
 import atexit
 import fnmatch
 import os
@@ -29,7 +31,7 @@ from pathlib import Path
 __all__ = ["DiffError", "Hunk", "FileChange", "Diff", "GitRepo", "diff", "match_path"]
 
 
-class DiffError(Exception):
+class DiffError(UsageError):
     """bad revision, not a git repo, git failure: the CLI maps it to exit 2 with this message"""
 
 

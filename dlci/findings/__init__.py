@@ -93,11 +93,5 @@ class Finding:
         return asdict(self)
 
 
-def oracle_of(outcome: Outcome) -> str:
-    if outcome.target.startswith("rule."):  # two graphs of one library that must agree (dlci.rules)
-        return "equivalence"
-    return "inconsistency" if outcome.status == INCONSISTENT else "crash"
-
-
 def is_failure(outcome: Outcome) -> bool:
     return outcome.status in (CRASH, INCONSISTENT)

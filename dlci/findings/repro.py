@@ -26,7 +26,7 @@ HARD_CRASHES = ("timeout", "oom")  # plus signal names (SIG*) and "exit N": symp
 INLINE_ELEMENTS = 64  # arrays up to this size are written as literals; larger ones as base64 .npy
 
 
-def _env() -> jinja2.Environment:
+def template_env() -> jinja2.Environment:
     return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), keep_trailing_newline=True,
                               undefined=jinja2.StrictUndefined)
 
@@ -221,15 +221,14 @@ def skip_values_for(inst: Instance) -> set[int]:
     return set(index_outputs(inst))
 
 
-def render_repro(finding, inst: Instance, repro_dir: Path) -> Path:
-    """Write repro/<finding id>_<target>_<op>.py and return its path."""
-    env = _env()
+def render_repro(finding, inst: Instance, repro_dir: Path, template: str | None = None) -> Path:
+    """Write repro/<finding id>_<target>_<op>.py and return its path. ``template``: the target's snippet defining
+    ``run_target(inputs)`` (default ``targets/<target>.j2``)."""
+    env = template_env()
     kind = inst.call["kind"]
     imports = IMPORTS[inst.framework]
-    if finding.target in ("tvm.from_onnx", "openvino.onnx", "onnxruntime", "torch.onnx") and inst.framework == "torch":
-        imports += "\nimport onnx"
     inputs_code = "INPUTS = [\n" + "".join(f"    {array_code(x)},\n" for x in inst.input_arrays()) + "]"
-    target_code = env.get_template(f"targets/{finding.target}.j2").render(framework=inst.framework)
+    target_code = env.get_template(template or f"targets/{finding.target}.j2").render(framework=inst.framework)
     symptom = finding.symptom or ""
     child = symptom.startswith("SIG") or symptom.startswith("exit") or symptom in HARD_CRASHES
     text = env.get_template("repro.py.j2").render(

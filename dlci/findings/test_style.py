@@ -37,7 +37,6 @@ EXPECT_PREFIX = "# dlci-expect: "
 @dataclass(frozen=True)
 class Style:
     name: str
-    targets: tuple[str, ...]  # the dlci targets whose findings it renders
     template: str  # under dlci/templates/
     markers: tuple[str, ...]  # text every test of this style contains (what a reviewer recognises it by)
     repository: str  # whose test suite it imitates
@@ -45,34 +44,39 @@ class Style:
 
 
 STYLES: dict[str, Style] = {s.name: s for s in (
-    Style("tvm", ("tvm.from_exported_program", "tvm.from_fx", "tvm.from_onnx", "tvm.from_tflite"),
-          "tests/tvm.py.j2", ("tvm.testing.assert_allclose", "tvm.compile(", "tvm.testing.main()"), "Apache TVM",
+    Style("tvm", "tests/tvm.py.j2", ("tvm.testing.assert_allclose", "tvm.compile(", "tvm.testing.main()"), "Apache TVM",
           "Apache TVM tests/python/relax/test_frontend_*.py: a test function per case, imported with the frontend, "
           "compiled for llvm, run on the Relax VM and compared with tvm.testing.assert_allclose"),
-    Style("openvino", ("openvino.pytorch", "openvino.exported_program", "openvino.onnx", "openvino.tf",
-                       "openvino.tflite"),
-          "tests/openvino.py.j2", ("LayerTest", "self._test(", "ie_device, precision, ir_version"), "OpenVINO",
+    Style("openvino", "tests/openvino.py.j2", ("LayerTest", "self._test(", "ie_device, precision, ir_version"), "OpenVINO",
           "OpenVINO tests/layer_tests: a Test<Op> class on the framework's layer-test harness (PytorchLayerTest, "
           "OnnxRuntimeLayerTest, CommonTF2LayerTest) with a local stand-in where the harness is not installed"),
-    Style("onnxruntime", ("onnxruntime",), "tests/onnxruntime.py.j2",
+    Style("onnxruntime", "tests/onnxruntime.py.j2",
           ("unittest.TestCase", "InferenceSession", "np.testing.assert_allclose"), "ONNX Runtime",
           "ONNX Runtime python tests / ONNX backend node tests: the graph built with onnx.helper, run by "
           "InferenceSession, compared with the expected outputs of the ONNX test or onnx.reference"),
-    Style("pytorch", ("torch.compile", "torch.onnx"), "tests/pytorch.py.j2",
+    Style("pytorch", "tests/pytorch.py.j2",
           ("TestCase", "torch.testing.assert_close", "run_tests()"), "PyTorch",
           "PyTorch test/inductor and test/onnx: a TestCase class comparing the compiled (or exported and ONNX "
           "Runtime-run) model with eager PyTorch via torch.testing.assert_close"),
-    Style("tensorflow", ("tf.lite", "tf.xla"), "tests/tensorflow.py.j2",
+    Style("tensorflow", "tests/tensorflow.py.j2",
           ("tf.test.TestCase", "self.assertAllClose", "tf.test.main()"), "TensorFlow",
           "TensorFlow kernel/lite tests: a tf.test.TestCase comparing the compiled Keras layer with eager Keras"),
 )}
 
-_BY_TARGET = {t: s.name for s in STYLES.values() for t in s.targets}
 
 
 def style_for(target: str) -> str | None:
-    """The style that renders findings of ``target`` (None: no style serves it; the standalone script still does)."""
-    return _BY_TARGET.get(target)
+    """The style that renders findings of ``target`` (its ``test_style``; None: no style serves it, or an unknown
+    target; the standalone script still does)."""
+    from dlci.targets import registry
+    found = registry().get(target)
+    return found.test_style if found is not None and found.test_style in STYLES else None
+
+
+def targets_of(style: str) -> list[str]:
+    """The targets whose findings a style renders."""
+    from dlci.targets import registry
+    return [name for name, t in registry().items() if t.test_style == style]
 
 
 # -- names ----------------------------------------------------------------------------------------------------
@@ -305,8 +309,15 @@ def _message_lines(message: str, n: int = 6, width: int = 110) -> list[str]:
     return out
 
 
-_OV_FLAVOURS = {"openvino.pytorch": "pytorch", "openvino.exported_program": "pytorch", "openvino.onnx": "onnx",
-                "openvino.tf": "keras", "openvino.tflite": "keras"}
+# the OpenVINO layer-test harness a finding's test uses, by the model form its target converts
+_OV_FLAVOURS = {"torch_module": "pytorch", "exported_program": "pytorch", "fx_graph": "pytorch", "onnx": "onnx",
+                "saved_model": "keras", "keras_model": "keras", "tflite": "keras"}
+
+
+def _form_of(target: str) -> str:
+    from dlci.targets import registry
+    found = registry().get(target)
+    return found.form if found is not None else ""
 
 
 def _tol_literal(table: dict) -> str:
@@ -358,7 +369,7 @@ def render_test(finding, instance: Instance, out_dir: Path) -> Path | None:
         f=finding, inst=inst, style=style, target=finding.target, framework=fw, std_imports=std_imports,
         fw_imports=fw_imports, inputs_code=inputs_code, model_code=model_code, expected_code=expected_code,
         reference=reference, tolerances=_tol_literal(table), eps=repr(max(table[float_dtypes[0]])),
-        flavour=_OV_FLAVOURS.get(finding.target, ""),
+        flavour=_OV_FLAVOURS.get(_form_of(finding.target), ""),
         skip_values=_set_literal(skip), ignore=_set_literal(ignore), has_skip=bool(skip), has_ignore=bool(ignore),
         test_name=f"test_{snake}_{finding.id}", op_camel=camel,
         kind_name=inst.op if inst.op.startswith("aten::") and kind == "torch_fn" else None,
@@ -478,5 +489,5 @@ def check_test(path: Path, env: dict | None = None, timeout: float = 600) -> boo
     return reproduces(expect, proc.returncode, xml)
 
 
-__all__ = ["STYLES", "Style", "style_for", "render_test", "check_test", "pytest_available", "reproduces", "expectation",
+__all__ = ["STYLES", "Style", "style_for", "targets_of", "render_test", "check_test", "pytest_available", "reproduces", "expectation",
            "read_expectation", "onnx_helper_code", "onnx_model_code", "tolerance_table"]

@@ -163,7 +163,7 @@ class _TempDir:
 # -- torch forms ------------------------------------------------------------------------------------------------
 
 def _rebuilder():
-    from dlci.sources import rebuild  # lazily: sources import their libraries' test suites
+    from dlci.instance import recipe as rebuild  # lazily: sources import their libraries' test suites
     return rebuild
 
 

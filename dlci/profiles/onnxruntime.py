@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 
 from dlci.diff import Diff, GitRepo
+from dlci.targets import reaching
 from dlci.profiles import register
 from dlci.profiles._tables import (Entry, Selector, IDENT, blank_cpp, calls, changed_regions, cpp_names, defines,
                                    expand, grep_words, reach, table_rows_changed, why_for)
@@ -36,7 +37,7 @@ MLAS = "onnxruntime/core/mlas"
 KERNEL_DIRS = (PROVIDERS, CONTRIB)
 CODE_DIRS = (PROVIDERS, CONTRIB, MLAS)
 SUFFIXES = (".cc", ".cpp", ".h", ".hpp", ".cu", ".cuh", ".inc")
-CPU_TARGETS = ("onnxruntime", "torch.onnx")
+CPU = "onnxruntime:cpu"  # the component the CPU execution provider's kernels belong to (dlci.targets.reaching)
 
 MACRO = re.compile(r"\bONNX_(?:CPU_)?OPERATOR_\w*KERNEL(?:_EX|_CLASS_NAME)?\b")
 DOMAINS = {"kOnnxDomain": "onnx", "kOnnxDomainAlias": "onnx", "kMLDomain": "ai.onnx.ml", "kMSDomain": "com.microsoft",
@@ -95,7 +96,7 @@ def _entries_in(path: str, text: str) -> list[Entry]:
         conv = re.sub(r"\s+", "", cls) or op
         prov = provider.replace("ExecutionProvider", "").lstrip("k") or "?"
         e = Entry(op, DOMAINS.get(dom, dom), path, line, end_line, _kernel_classes(cls),
-                  f"{conv} [{prov}, opset {ver}]" if ver else conv, CPU_TARGETS if cpu else (),
+                  f"{conv} [{prov}, opset {ver}]" if ver else conv, reaching(CPU) if cpu else (),
                   label + (f" (via {via})" if via else ""))
         out.append(e)
         return e

@@ -10,12 +10,13 @@ from __future__ import annotations
 import ast
 
 from dlci.diff import Diff, GitRepo
+from dlci.targets import reaching
 from dlci.profiles import register
 from dlci.profiles._tables import (Entry, PyFile, analyse_folder, call_name, directly_in, py_defs, strings_in)
 from dlci.profiles.base import Profile, ProfileResult
 
 OPS = "onnxscript/function_libs/torch_lib/ops"
-TARGETS = ("torch.onnx",)
+COMPONENT = "onnxscript:torchlib"  # what torch.onnx declares it runs
 
 
 def _namespace(name: str) -> str:
@@ -34,7 +35,8 @@ def read(path: str, text: str) -> PyFile | None:
             if call_name(dec) == "torch_op" and isinstance(dec, ast.Call) and dec.args:
                 for name in strings_in(dec.args[0]):
                     rows.append(Entry(name, _namespace(name), path, dec.lineno, dec.end_lineno,
-                                      frozenset({d.key}), d.name, TARGETS, "torch_op registration"))
+                                      frozenset({d.key}), d.name, reaching(COMPONENT),
+                                      "torch_op registration"))
     return PyFile(path, defs, rows)
 
 

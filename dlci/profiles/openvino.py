@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from dlci.diff import Diff, GitRepo
+from dlci.targets import reaching
 from dlci.profiles import register
 from dlci.profiles._tables import (Changed, Entry, Selector, brace_entries, calls, changed_regions, compact,
                                    cpp_names, cpp_refs, grep_words, reach, table_rows_changed, unquote, why_for)
@@ -57,19 +58,21 @@ def _pytorch_tables(repo: GitRepo, rev: str) -> list[Entry]:
     if text is None:
         return []
     out = []
-    for fn, targets, label in (("get_supported_ops_ts", ("openvino.pytorch",), "TorchScript op table entry"),
-                               ("get_supported_ops_fx", ("openvino.exported_program",), "FX op table entry")):
+    for fn, component, label in (("get_supported_ops_ts", "openvino:frontend.pytorch.ts", "TorchScript op table entry"),
+                                 ("get_supported_ops_fx", "openvino:frontend.pytorch.fx", "FX op table entry")):
+        targets = reaching(component)
         for key, expr, a, b in brace_entries(text, fn):
             out.append(Entry(key, _torch_namespace(key), PT_TABLE, a, b, cpp_refs(expr), compact(expr), targets,
                              label))
     return out
 
 
-def _brace_table(path: str, namespace: str, targets: tuple[str, ...], label: str) -> Callable:
+def _brace_table(path: str, namespace: str, component: str, label: str) -> Callable:
     def load(repo: GitRepo, rev: str) -> list[Entry]:
         text = repo.text(path, rev)
         if text is None:
             return []
+        targets = reaching(component)
         return [Entry(key, namespace, path, a, b, cpp_refs(expr), compact(expr), targets, label)
                 for key, expr, a, b in brace_entries(text, "get_supported_ops")]
     return load
@@ -97,7 +100,7 @@ def _onnx_tables(repo: GitRepo, rev: str) -> list[Entry]:
             fn = c.args[2].strip()
             refs = cpp_refs(fn)
             out.append(Entry(name, ns, path, c.line, c.end_line, refs, re.sub(r"\s+", "", fn),
-                             ("openvino.onnx",), "ONNX_OP registration"))
+                             reaching("openvino:frontend.onnx"), "ONNX_OP registration"))
     return out
 
 
@@ -117,10 +120,10 @@ FRONTENDS = (
              _pytorch_tables, (PT_TABLE,), ("get_supported_ops_ts", "get_supported_ops_fx")),
     Frontend("onnx", ONNX_SRC + "/op/*.cpp", (ONNX_SRC,), _onnx_tables, same_file_first=True),
     Frontend("tensorflow", TF_TABLE, ("src/frontends/tensorflow/src",) + TF_COMMON,
-             _brace_table(TF_TABLE, "tf", ("openvino.tf",), "TensorFlow op table entry"), (TF_TABLE,),
+             _brace_table(TF_TABLE, "tf", "openvino:frontend.tf", "TensorFlow op table entry"), (TF_TABLE,),
              ("get_supported_ops",)),
     Frontend("tensorflow_lite", TFLITE_TABLE, ("src/frontends/tensorflow_lite/src",) + TF_COMMON,
-             _brace_table(TFLITE_TABLE, "tflite", ("openvino.tflite",), "TensorFlow Lite op table entry"),
+             _brace_table(TFLITE_TABLE, "tflite", "openvino:frontend.tflite", "TensorFlow Lite op table entry"),
              (TFLITE_TABLE,), ("get_supported_ops",)),
 )
 

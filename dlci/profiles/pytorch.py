@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass, field
 
 from dlci.diff import Diff, GitRepo
+from dlci.targets import reaching
 from dlci.profiles import register
 from dlci.profiles._tables import (Changed, Entry, PyFile, PyTables, Selector, analyse_python, blank_cpp, call_name,
                                    changed_regions, cpp_names, grep_words, line_of, line_starts, matching,
@@ -38,10 +39,8 @@ NATIVE = "aten/src/ATen/native"
 YAML = f"{NATIVE}/native_functions.yaml"
 NATIVE_SUFFIXES = (".cpp", ".cc", ".h", ".hpp", ".cu", ".cuh", ".mm")
 
-TORCH_TARGETS = ("tvm.from_exported_program", "tvm.from_fx", "tvm.from_onnx", "openvino.pytorch",
-                 "openvino.exported_program", "openvino.onnx", "torch.compile", "torch.onnx")
-DECOMP_TARGETS = ("torch.compile", "torch.onnx", "tvm.from_exported_program", "openvino.exported_program")
-INDUCTOR_TARGETS = ("torch.compile",)
+# the components of PyTorch that targets declare they run (dlci.targets.reaching)
+EAGER, DECOMPOSITIONS, INDUCTOR = "pytorch:eager", "pytorch:decompositions", "pytorch:inductor"
 GPU_KEYS = re.compile(r"CUDA|MPS|HIP|XPU|MTIA|Vulkan|Metal|HPU|Lazy|IPU|ORT|MAIA|PrivateUse")
 GPU_DIRS = re.compile(r"/(cuda|mps|hip|miopen|cudnn|vulkan|metal|metal\w*|xpu|mtia|nested/cuda|sparse/cuda|"
                       r"quantized/cuda|transformers/cuda|transformers/hip)/")
@@ -98,7 +97,7 @@ def parse_native_functions(text: str) -> list[NativeEntry]:
 
 
 def _native_targets(keys: set[str]) -> tuple[str, ...]:
-    return TORCH_TARGETS if not keys or any(not GPU_KEYS.search(k) for k in keys) else ()
+    return reaching(EAGER) if not keys or any(not GPU_KEYS.search(k) for k in keys) else ()
 
 
 class NativeTable:
@@ -273,10 +272,10 @@ def _python_reader(path: str, text: str) -> PyFile | None:
     if defs is None:
         return None
     if path.startswith("torch/_inductor/"):
-        targets, table = INDUCTOR_TARGETS, ("inductor lowering" if path.endswith("lowering.py")
+        targets, table = reaching(INDUCTOR), ("inductor lowering" if path.endswith("lowering.py")
                                             else "inductor decomposition")
     else:
-        targets, table = DECOMP_TARGETS, ("reference" if path.startswith("torch/_refs/") else "decomposition")
+        targets, table = reaching(DECOMPOSITIONS), ("reference" if path.startswith("torch/_refs/") else "decomposition")
     rows = _decorated_rows(path, defs, targets, table, refs_mode=path.startswith("torch/_refs/"))
     return PyFile(path, defs, rows, _statement_rows(path, text, targets, table + " registration"))
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from dlci.diff import Diff, FileChange, GitRepo
+from dlci.targets import reaching
 from dlci.profiles import register
 from dlci.profiles._pymap import LIBRARY_ROOTS, PyIndex
 from dlci.profiles.base import Profile, ProfileResult, Touch
@@ -40,17 +41,17 @@ class Frontend:
     files: tuple[str, ...]          # relative to ROOT; the convert map's file first
     map_owner: str | None           # class whose method builds the map (None: a module-level map)
     key_namespace: Callable[[ast.AST], str | None]
-    targets: tuple[str, ...]
+    component: str                  # what the targets that run this frontend declare they reach
 
 
 FRONTENDS = (
     Frontend("exported_program", ("torch/exported_program_translator.py", "torch/base_fx_graph_translator.py",
-                                  "common.py"), "ExportedProgramImporter", _torch_key, ("tvm.from_exported_program",)),
+                                  "common.py"), "ExportedProgramImporter", _torch_key, "tvm:frontend.exported_program"),
     Frontend("fx", ("torch/fx_translator.py", "torch/base_fx_graph_translator.py", "common.py"), "TorchFXImporter",
-             _torch_key, ("tvm.from_fx",)),
-    Frontend("onnx", ("onnx/onnx_frontend.py", "common.py"), None, _string_key("onnx"), ("tvm.from_onnx",)),
+             _torch_key, "tvm:frontend.fx"),
+    Frontend("onnx", ("onnx/onnx_frontend.py", "common.py"), None, _string_key("onnx"), "tvm:frontend.onnx"),
     Frontend("tflite", ("tflite/tflite_frontend.py", "tflite/tflite_flexbuffer.py", "common.py"), "OperatorConverter",
-             _string_key("tflite"), ("tvm.from_tflite",)),
+             _string_key("tflite"), "tvm:frontend.tflite"),
 )
 
 
@@ -119,7 +120,7 @@ class TVMProfile(Profile):
                             operator=entry.key, namespace=entry.namespace, converter=entry.converter,
                             file=file, line=line,
                             why=why if side == "head" else "convert-map entry removed (base line)",
-                            targets=fe.targets, profile=self.name))
+                            targets=reaching(fe.component), profile=self.name))
         for (file, region), (_, line) in sorted(frontend_regions.items()):
             if (file, region) not in explained:
                 result.unmapped.append({"file": file, "line": line, "region": region,

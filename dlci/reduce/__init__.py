@@ -97,16 +97,16 @@ def same_failure(outcome: dict | None, signature: str, modules: tuple[str, ...] 
 
 # -- running candidates ------------------------------------------------------------------------------------
 
-def engine_runner(engine, target: str, timeout: float | None = None) -> RunFn:
-    """``run(candidates)`` over a :class:`dlci.exec.Engine`: each candidate is a test job (``dlci.testcase.job_func``)
-    on ``target``; they run in parallel on the engine's workers; Outcome dicts come back in order (an
+def engine_runner(engine, target: str, timeout: float | None = None,
+                  func: str = "dlci.testcase:execute_job") -> RunFn:
+    """``run(candidates)`` over a :class:`dlci.exec.Engine`: each candidate is a test job (the target's
+    ``job_func``) on ``target``; they run in parallel on the engine's workers; Outcome dicts come back in order (an
     interrupted run gives INVALID "interrupted" outcomes and sets ``run.interrupted``)."""
     from dlci.exec import Job
-    from dlci.testcase import job_func
     seq = itertools.count(1)
 
     def run(candidates: list[Instance]) -> list[dict]:
-        jobs = [Job(id=f"reduce{next(seq)}:{c.id}@{target}", func=job_func(target), args=(c, target),
+        jobs = [Job(id=f"reduce{next(seq)}:{c.id}@{target}", func=func, args=(c, target),
                     instance_id=c.id, op=c.op, target=target, timeout=timeout, affinity=f"reduce:{c.id}")
                 for c in candidates]
         results: dict[str, dict] = {}

@@ -61,7 +61,7 @@ def _from_docstring(doc: str) -> list[dict] | None:
 
 
 def torch_fn_params(path: str) -> list[dict] | None:
-    from dlci.sources._common import try_resolve
+    from dlci.instance.recipe import try_resolve
     fn = try_resolve(path)
     if fn is None:
         return None
@@ -80,7 +80,7 @@ def torch_fn_params(path: str) -> list[dict] | None:
 
 
 def torch_module_params(path: str) -> list[dict] | None:
-    from dlci.sources._common import try_resolve
+    from dlci.instance.recipe import try_resolve
     cls = try_resolve(path)
     if cls is None:
         return None
@@ -96,7 +96,7 @@ def _plain(v: Any) -> Any:
 
 def keras_defaults(path: str, config: dict) -> dict | None:
     """The configuration of the layer class built with only its required arguments (from ``config``)."""
-    from dlci.sources._common import try_resolve
+    from dlci.instance.recipe import try_resolve
     cls = try_resolve(path)
     if cls is None:
         return None

@@ -84,12 +84,12 @@ def call_refs(call: dict) -> list[int]:
     return tensor_refs([call.get(k, [] if k.endswith("args") else {}) for k in keys])
 
 
-from dlci.sources._common import keras_params as _keras_params  # noqa: E402
+from dlci.instance.recipe import keras_params as _keras_params  # noqa: E402
 
 
 def params_for(inst_framework: str, call: dict, arrays: dict) -> dict:
     """The instance ``params`` of a recipe, computed as the sources compute them."""
-    from dlci.sources._common import params_of
+    from dlci.instance.recipe import params_of
     kind = call.get("kind")
     if kind == "torch_fn":
         return params_of(call.get("args", []), call.get("kwargs", {}))
@@ -101,7 +101,7 @@ def params_for(inst_framework: str, call: dict, arrays: dict) -> dict:
     if kind == "keras_layer":
         return _keras_params(call.get("config", {}))
     if kind == "onnx_model":
-        from dlci.sources.onnx_node import attribute_value
+        from dlci.instance.recipe import attribute_value
         model = load_onnx(arrays)
         node = main_node(model, None)
         return {a.name: attribute_value(a) for a in node.attribute} if node is not None else {}

@@ -71,7 +71,7 @@ def instance_from_model(model, inputs: list[np.ndarray], *, op: str | None = Non
     operator the instance is about (default: the last node's). The IR version is lowered to what the opsets need,
     as runtimes released before this onnx refuse newer ones."""
     import onnx
-    from dlci.sources.onnx_node import attribute_value, op_id
+    from dlci.instance.recipe import attribute_value, op_id
     m = onnx.ModelProto()
     m.CopyFrom(model)
     try:

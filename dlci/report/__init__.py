@@ -84,7 +84,7 @@ def _ops_part(red: dict) -> str:
 
 def render_markdown(doc: dict) -> str:
     st = doc["stats"]
-    lines = [f"# dlci report", "", f"**{verdict(doc)}**", "",
+    lines = ["# dlci report", "", f"**{verdict(doc)}**", "",
              f"{st['tests_run']} tests run ({st['tests_valid']} valid) on {st.get('operators', '?')} operators, "
              f"{st.get('instances', '?')} instances, in {st['seconds']:.0f} s.", ""]
     if doc.get("pr"):

@@ -7,6 +7,8 @@ snippet is not found (another TVM release), building the sample fails loudly ins
 """
 from __future__ import annotations
 
+from dlci.errors import UsageError
+
 import importlib.util
 import os
 import shutil
@@ -135,7 +137,7 @@ SAMPLES: dict[str, SamplePR] = {s.name: s for s in (
 DEFAULT = "tvm-elu-minimum"
 
 
-class SampleError(Exception):
+class SampleError(UsageError):
     """The sample cannot be built here (TVM not installed, or its sources changed)."""
 
 

@@ -253,16 +253,65 @@ def stable_seed(*parts: str) -> int:
     return int.from_bytes(hashlib.sha1("\0".join(parts).encode()).digest()[:4], "little") & 0x7FFFFFFF
 
 
+# The built-in sources register themselves on import (plugins of this registry: they import it, it names them).
+BUILTIN_MODULES = ("dlci.sources.opinfo", "dlci.sources.modules", "dlci.sources.onnx_node", "dlci.sources.harvest",
+                   "dlci.sources.boundary", "dlci.sources.nan_search")
+# what `dlci test` and `dlci scan` load when no --sources / .dlci.yml sources are given
+DEFAULT_SOURCES = ("opinfo", "module_db", "onnx_node", "keras_tests")
+
+
 def _import_builtin_sources() -> None:
-    # The built-in sources register themselves on import; imported lazily because torch/onnx/keras are heavy.
-    from dlci.sources import boundary, harvest, modules, nan_search, onnx_node, opinfo  # noqa: F401
+    # imported lazily: a source module imports its library's test suite, which is heavy
+    import importlib
+    for module in BUILTIN_MODULES:
+        importlib.import_module(module)
 
 
-__all__ = ["SOURCES", "SOURCE_FORMAT", "Source", "register", "load", "load_with_stats", "load_harvest", "summary",
-           "cache_root", "stable_seed"]
+__all__ = ["SOURCES", "SOURCE_FORMAT", "DEFAULT_SOURCES", "Source", "register", "load", "load_with_stats", "load_harvest",
+           "summary", "cache_root", "stable_seed", "registry", "gather", "UnknownSource"]
 
 
 def registry() -> dict[str, type["Source"]]:
     """All registered sources (the built-in ones are imported on first use)."""
     _import_builtin_sources()
     return SOURCES
+
+
+class UnknownSource(KeyError):
+    """A source name that no registered source has."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def gather(names: Iterable[str], wanted_ops: Iterable[str], *, limit_per_op: int | None = None,
+           harvest_paths: Iterable[str] = (), frameworks: Iterable[str] | None = None,
+           progress=lambda msg: None) -> list[Instance]:
+    """The instances of ``wanted_ops`` (operator names in any spelling, or ``all``) from the named sources and from
+    the pytest suites at ``harvest_paths``; ``frameworks``: skip sources of other frameworks. One operator selection
+    for every command: :func:`dlci.operators.select`. Derived sources (boundary, nan_search) derive only the wanted
+    operators."""
+    from dlci import operators
+    registry()
+    names = list(names)
+    unknown = [n for n in names if n not in SOURCES]
+    if unknown:
+        raise UnknownSource(f"unknown source(s) {', '.join(unknown)}; known: {', '.join(sorted(SOURCES))}")
+    wanted = {o.strip() for o in wanted_ops if o.strip()}
+    everything = not wanted or "all" in {w.lower() for w in wanted}
+    canon = set() if everything else {c for o in wanted for c in operators.canonical(o)}
+    fws = set(frameworks) if frameworks is not None else None
+    picked: list[Instance] = []
+    for name in names:
+        src = SOURCES[name]
+        if name == "harvest" or (fws is not None and src.framework not in fws):
+            continue  # harvest needs a suite path (harvest_paths)
+        progress(f"loading source {name} (cached after the first harvest)")
+        ops = sorted(canon) if getattr(src, "bases", ()) and not everything else None
+        found = load(name, limit_per_op=limit_per_op, ops=ops)
+        picked += found if everything else operators.select(found, canon)
+    for path in harvest_paths:
+        progress(f"harvesting operator calls from pytest suite {path}")
+        found = load_harvest([path], limit_per_op=limit_per_op)
+        picked += found if everything else operators.select(found, canon)
+    return picked

@@ -44,8 +44,8 @@ import numpy as np
 
 from dlci.instance import Instance, Origin, TensorSpec, decode_value
 from dlci.sources import Source, load_with_stats, register, stable_seed
-from dlci.sources._common import (dist_version, has_tensor, keras_params, params_of, resolve, to_numpy,
-                                  try_resolve)
+from dlci.instance.recipe import has_tensor, keras_params, params_of, resolve, try_resolve
+from dlci.sources._common import dist_version, to_numpy
 
 VALUE_KINDS = ("large", "tiny", "signed_zero", "subnormal", "edge", "huge", "complex", "nan", "inf")
 SHAPE_KINDS = ("empty", "rank0")
@@ -113,7 +113,7 @@ _OPINFO_TEST = re.compile(r"^op_db:(?P<name>[^\[]+)\[(?P<variant>[^\]]*)\]#")
 
 @functools.lru_cache(maxsize=1)
 def _opinfo_index() -> dict:
-    from dlci.sources._torch_testing import op_db
+    from dlci.torch_testing import op_db
     return {(op.name, op.variant_test_name or ""): op for op in op_db()}
 
 
@@ -681,7 +681,7 @@ def validate(variant: Instance) -> str | None:
 def _module_state(call: dict, seed: int) -> dict[str, np.ndarray]:
     """The weights of a torch_module recipe with changed constructor arguments, built as module_db builds them."""
     import torch
-    from dlci.sources.rebuild import build_torch_module
+    from dlci.instance.recipe import build_torch_module
     torch.manual_seed(seed)
     module = build_torch_module(call)
     return {f"state:{n}": to_numpy(v) for n, v in module.state_dict().items()}

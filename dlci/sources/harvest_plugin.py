@@ -215,7 +215,7 @@ def _is_random(name: str) -> bool:
 
 
 def _torch_output_check(out) -> str | None:
-    from dlci.sources._common import tensor_leaves
+    from dlci.instance.recipe import tensor_leaves
     leaves = tensor_leaves(out)
     if not leaves:
         return "non-tensor-output"
@@ -224,8 +224,8 @@ def _torch_output_check(out) -> str | None:
 
 def _patch_torch() -> None:
     import torch
-    from dlci.instance import TensorSpec
-    from dlci.sources._common import Slots, Unencodable, encode, params_of, to_numpy
+    from dlci.instance.recipe import params_of
+    from dlci.sources._common import Slots, Unencodable, encode, to_numpy
 
     def wrap(orig, path, op):
         @functools.wraps(orig)
@@ -310,7 +310,7 @@ def _patch_torch() -> None:
 
 # -- keras -----------------------------------------------------------------------------------------------
 
-from dlci.sources._common import keras_params as _keras_params  # noqa: E402
+from dlci.instance.recipe import keras_params as _keras_params  # noqa: E402
 
 
 def _patch_keras() -> None:
@@ -377,10 +377,9 @@ def _patch_keras() -> None:
 # -- onnx ------------------------------------------------------------------------------------------------
 
 def _patch_onnx() -> None:
-    import onnx
     import onnx.helper as helper
     from dlci.sources._common import Unencodable
-    from dlci.sources.onnx_node import attribute_value, op_id
+    from dlci.instance.recipe import attribute_value, op_id
 
     orig_node, orig_model = helper.make_node, helper.make_model
 

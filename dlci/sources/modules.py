@@ -14,8 +14,9 @@ import numpy as np
 
 from dlci.instance import Instance, Origin, TensorSpec
 from dlci.sources import Source, register, stable_seed
-from dlci.sources._common import Slots, Unencodable, dist_version, encode, params_of, to_numpy
-from dlci.sources.opinfo import check_torch_instance
+from dlci.instance.recipe import params_of
+from dlci.sources._common import Slots, Unencodable, dist_version, encode, to_numpy
+from dlci.instance.recipe import check_torch_instance
 
 # Modules whose eval-mode output is still a random draw.
 _RANDOM_MODULE = re.compile(r"Dropout|FractionalMaxPool|RReLU")
@@ -39,7 +40,7 @@ class ModuleDbSource(Source):
         return {"torch": dist_version("torch")}
 
     def harvest(self, limit_per_op: int | None = None) -> Iterator[Instance]:
-        from dlci.sources._torch_testing import module_db
+        from dlci.torch_testing import module_db
         cap = limit_per_op if limit_per_op is not None else self.default_limit_per_op
         self.stats.setdefault("ops_seen", 0)
         for info in module_db():

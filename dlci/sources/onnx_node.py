@@ -7,61 +7,17 @@ from __future__ import annotations
 
 import re
 import warnings
-from typing import Any, Iterator
+from typing import Iterator
 
 import numpy as np
 
 from dlci.instance import Instance, Origin, TensorSpec
 from dlci.sources import Source, register
+from dlci.instance.recipe import attribute_value, op_id
 from dlci.sources._common import STORABLE_KINDS, Unencodable, dist_version
 
 _RANDOM_OPS = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli", "Multinomial"}
 _EXPANDED = re.compile(r"_expanded(_ver\d+)?$")
-
-
-def op_id(node) -> str:
-    domain = node.domain
-    return f"onnx::{node.op_type}" if domain in ("", "ai.onnx") else f"{domain}::{node.op_type}"
-
-
-def _float(v: float) -> float:
-    # attributes are float32: keep the short spelling (0.2, not 0.20000000298023224) for partitioning
-    return float(str(np.float32(v)))
-
-
-def attribute_value(attr) -> Any:
-    """JSON form of a node attribute; tensors and graphs are summarised, not embedded."""
-    import onnx
-    from onnx import helper, numpy_helper
-    A = onnx.AttributeProto
-    t = attr.type
-    if t == A.INT:
-        return int(attr.i)
-    if t == A.FLOAT:
-        return _float(attr.f)
-    if t == A.STRING:
-        return attr.s.decode("utf-8", "replace")
-    if t == A.INTS:
-        return [int(v) for v in attr.ints]
-    if t == A.FLOATS:
-        return [_float(v) for v in attr.floats]
-    if t == A.STRINGS:
-        return [s.decode("utf-8", "replace") for s in attr.strings]
-    if t == A.TENSOR:
-        summary = {"shape": list(attr.t.dims), "dtype": helper.tensor_dtype_to_np_dtype(attr.t.data_type).name}
-        if not attr.t.dims:  # scalars (e.g. ConstantOfShape's value) are worth their value
-            try:
-                summary["value"] = numpy_helper.to_array(attr.t).item()
-            except Exception:  # noqa: BLE001
-                pass
-        return {"$dict": {"tensor": summary}}
-    if t == A.GRAPH:
-        return {"$dict": {"graph": attr.g.name, "nodes": len(attr.g.node)}}
-    if t == A.TENSORS:
-        return [{"$dict": {"tensor": {"shape": list(x.dims)}}} for x in attr.tensors]
-    if t == A.GRAPHS:
-        return [{"$dict": {"graph": g.name, "nodes": len(g.node)}} for g in attr.graphs]
-    return A.AttributeType.Name(t)  # sparse tensors, type protos: their kind is what partitions them
 
 
 def value_array(v, what: str) -> np.ndarray:
@@ -166,4 +122,3 @@ def _main_node(case):
         if n.op_type.lower() in key:
             return n
     return nodes[-1]
-

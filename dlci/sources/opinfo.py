@@ -2,7 +2,7 @@
 
 Per OpInfo: ``sample_inputs`` and ``reference_inputs`` in float32 (plus a few int64 / bool samples where the
 OpInfo supports them), generated under ``torch.manual_seed(stable_seed(op))``. Every kept sample was run twice
-through its rebuilt recipe (:func:`dlci.sources.rebuild.torch_call`) to prove it rebuilds, is deterministic,
+through its rebuilt recipe (:func:`dlci.instance.recipe.torch_call`) to prove it rebuilds, is deterministic,
 returns tensors and leaves its inputs untouched.
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ import numpy as np
 
 from dlci.instance import Instance, Origin, TensorSpec
 from dlci.sources import Source, register, stable_seed
-from dlci.sources._common import (Slots, Unencodable, dist_version, encode, outputs_equal, params_of, tensor_leaves,
-                                  try_resolve)
+from dlci.instance.recipe import check_torch_instance, params_of, try_resolve
+from dlci.sources._common import Slots, Unencodable, dist_version, encode
 
 # Sampling ops, whose outputs are draws rather than functions of the inputs (name tokens of OpInfo names).
 _RANDOM_NAME = re.compile(r"(^|[._])(bernoulli|normal|rand\w*|dropout\w*|\w*_dropout|multinomial|uniform|"
@@ -97,7 +97,7 @@ class OpInfoSource(Source):
 
     def harvest(self, limit_per_op: int | None = None) -> Iterator[Instance]:
         import warnings
-        from dlci.sources._torch_testing import op_db
+        from dlci.torch_testing import op_db
         cap = limit_per_op if limit_per_op is not None else self.default_limit_per_op
         self.stats.setdefault("ops_seen", 0)
         for op in op_db():
@@ -209,29 +209,3 @@ def _flat(x):
             yield from _flat(v)
     else:
         yield x
-
-
-def check_torch_instance(inst: Instance) -> str | None:
-    """Run the rebuilt call twice: a skip reason, or None when it is a usable instance."""
-    import torch
-    from dlci.sources.rebuild import torch_call
-    try:
-        module, xs = torch_call(inst)
-        with torch.no_grad():
-            out1 = module(*xs)
-            leaves = tensor_leaves(out1)
-            if leaves is None:
-                return "non-tensor-output"
-            if any(not isinstance(t, torch.Tensor) or t.layout != torch.strided for t in leaves):
-                return "non-strided-output"
-            out1 = [t.clone() for t in leaves]
-            if any(not np.array_equal(x.numpy(), a, equal_nan=x.dtype.is_floating_point)
-                   for x, a in zip(xs, inst.input_arrays())):
-                return "mutates-input"
-            module, xs = torch_call(inst)
-            out2 = tensor_leaves(module(*xs))
-    except Exception as e:  # noqa: BLE001 - the sample does not run as a standalone call
-        return f"call-error:{type(e).__name__}"
-    if not outputs_equal(out1, out2):
-        return "nondeterministic-output"
-    return None

@@ -1,35 +1,75 @@
 """Target registry: each frontend entry point (plus the compiler/runtime behind it) is one target.
 
-``TARGETS`` maps names to Target instances; modules register theirs with :func:`register`. Importing this
-package imports no framework: targets import theirs lazily.
+``TARGETS`` maps names to Target instances. The built-in target modules, and a project's own (named in
+``$DLCI_TARGET_MODULES``, inherited by the sandboxed workers), register theirs with
+:func:`dlci.targets.base.register` when :func:`registry` imports them. Importing this package imports no framework:
+targets import theirs lazily.
 """
 from __future__ import annotations
 
-from dlci.targets.base import Target
+import importlib
+import os
 
-TARGETS: dict[str, Target] = {}
+from dlci.errors import UsageError
+from dlci.targets.base import TARGETS, Target, register
 
-
-def register(cls: type[Target]) -> type[Target]:
-    """Class decorator: instantiate the target and register it by name."""
-    if cls.name in TARGETS:
-        raise ValueError(f"target {cls.name!r} registered twice")
-    TARGETS[cls.name] = cls()
-    return cls
+BUILTIN_MODULES = ("dlci.targets.tvm", "dlci.targets.openvino", "dlci.targets.onnxruntime",
+                   "dlci.targets.torch_compile", "dlci.targets.tensorflow")
+EXTRA_MODULES_ENV = "DLCI_TARGET_MODULES"  # comma-separated importable modules that register more targets
 
 
-def available_targets(framework: str | None = None) -> list[str]:
-    """Names of the targets whose package is installed (optionally: that accept instances of ``framework``)."""
-    return [name for name, t in TARGETS.items()
-            if t.available() and (framework is None or framework in t.frameworks)]
+def registry() -> dict[str, Target]:
+    """Every registered target (the built-in modules and $DLCI_TARGET_MODULES are imported on first use)."""
+    extra = [m.strip() for m in os.environ.get(EXTRA_MODULES_ENV, "").split(",") if m.strip()]
+    for module in BUILTIN_MODULES + tuple(extra):
+        importlib.import_module(module)
+    return TARGETS
 
 
 def get(name: str) -> Target:
     try:
-        return TARGETS[name]
+        return registry()[name]
     except KeyError:
         raise KeyError(f"unknown target {name!r}; known: {', '.join(sorted(TARGETS))}") from None
 
 
-# registration happens on import of the target modules
-from dlci.targets import tvm, openvino, onnxruntime, torch_compile, tensorflow  # noqa: E402,F401
+def available_targets(framework: str | None = None) -> list[str]:
+    """Names of the targets whose package is installed (optionally: that accept instances of ``framework``)."""
+    return [name for name, t in registry().items()
+            if t.available() and (framework is None or framework in t.frameworks)]
+
+
+def reaching(component: str) -> tuple[str, ...]:
+    """Targets (installed or not) that run ``component`` ("tvm:frontend.onnx"), in registration order."""
+    return tuple(name for name, t in registry().items() if component in t.reaches)
+
+
+def accepting(framework: str) -> tuple[str, ...]:
+    """Targets (installed or not) that take instances of ``framework``, in registration order."""
+    return tuple(name for name, t in registry().items() if framework in t.frameworks)
+
+
+def select(names: list[str] | str) -> dict[str, Target]:
+    """The targets a user named (``all``: every installed one). Unknown or uninstalled names are usage errors.
+    (Equivalence rules are targets too, selected by :func:`dlci.rules.rule_targets`.)"""
+    names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+    names = [n for n in names if n]
+    if names == ["all"]:
+        chosen = {n: t for n, t in registry().items() if t.available()}
+        if not chosen:
+            raise UsageError("no target available: install the frameworks (pip install 'dlci[all]')")
+        return chosen
+    unknown = [n for n in names if n not in registry()]
+    if unknown:
+        raise UsageError(f"unknown target(s) {', '.join(unknown)}; known: {', '.join(sorted(TARGETS))}")
+    missing = [n for n in names if not TARGETS[n].available()]
+    if missing:
+        raise UsageError(f"target(s) not installed here: {', '.join(missing)} (pip install 'dlci[all]')")
+    if not names:
+        raise UsageError("no target selected")
+    return {n: TARGETS[n] for n in names}
+
+
+__all__ = ["TARGETS", "Target", "register", "registry", "get", "available_targets", "reaching", "accepting", "select"]
+
+registry()  # the built-in targets are registered when this package is imported (they import no framework)

@@ -1,23 +1,52 @@
-"""What a target is: one frontend entry point (plus the compiler/runtime behind it) that dlci tests."""
+"""What a target is: one frontend entry point (plus the compiler/runtime behind it) that dlci tests.
+
+Everything dlci needs to know about a target is declared on its class, so that adding a target is one module under
+``dlci/targets`` plus its reproducer snippet ``dlci/templates/targets/<name>.j2``: the campaign, the reducer, the
+reproducers, the test-style reproducers and the diff profiles read these declarations and nothing else.
+"""
 from __future__ import annotations
 
 import importlib.metadata
+from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
 import numpy as np
+
+from dlci.outcome import INCONSISTENT, Outcome
+
+# name -> target; the built-in modules and a project's own (see dlci.targets) register into it on import
+TARGETS: dict[str, "Target"] = {}
+
+
+def register(cls: type["Target"]) -> type["Target"]:
+    """Class decorator: instantiate the target and register it by name."""
+    if cls.name in TARGETS:
+        raise ValueError(f"target {cls.name!r} registered twice")
+    TARGETS[cls.name] = cls()
+    return cls
 
 
 class Target:
     """A frontend entry point that can reach a converter, followed by compile and run.
 
-    Subclasses declare which instance frameworks they accept and which model form they consume
-    (see dlci.models.FORMS); ``convert``/``compile``/``run`` are timed and attributed separately.
+    ``convert``/``compile``/``run`` are timed and attributed separately (a crash names its stage).
     """
-    name: ClassVar[str]                 # e.g. "tvm.from_exported_program"
+    name: ClassVar[str]                    # e.g. "tvm.from_exported_program"
     frameworks: ClassVar[tuple[str, ...]]  # instance frameworks accepted: torch / onnx / keras
-    form: ClassVar[str]                 # model form consumed, a key of dlci.models.FORMS
-    package: ClassVar[str]              # distribution whose version is reported (e.g. "apache-tvm")
+    form: ClassVar[str]                    # model form consumed, a key of dlci.models.FORMS
+    package: ClassVar[str]                 # distribution whose version is reported (e.g. "apache-tvm")
     modules: ClassVar[tuple[str, ...]] = ()  # top-level modules whose frames identify the converter in tracebacks
+    # the code this target runs, as "<project>:<component>" ("tvm:frontend.onnx", "onnxruntime:cpu",
+    # "pytorch:decompositions"): a diff profile that maps a change to a component selects every target reaching it
+    reaches: ClassVar[tuple[str, ...]] = ()
+    device: ClassVar[str] = "cpu"          # where the compiled model runs
+    timeout: ClassVar[float | None] = None  # seconds per test when the run's default is too short
+    warm_imports: ClassVar[tuple[str, ...]] = ()  # modules a worker imports before its first test of this target
+    test_style: ClassVar[str | None] = None  # a key of dlci.findings.test_style.STYLES (None: standalone script only)
+    # instance framework -> the exporter target that turns such instances into this target's form first
+    # ({"torch": "torch.onnx"}): a failure the exporter shows identically on the same instances is the exporter's
+    exporters: ClassVar[dict[str, str]] = {}
+    job_func: ClassVar[str] = "dlci.testcase:execute_job"  # the worker function running one test (module:function)
 
     def version(self) -> str:
         try:
@@ -40,3 +69,21 @@ class Target:
 
     def run(self, compiled: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         raise NotImplementedError
+
+    # -- findings -----------------------------------------------------------------------------------------------
+    def oracle_of(self, outcome: Outcome) -> str:
+        """The oracle that judged a failure of this target (findings.json ``oracle``)."""
+        return "inconsistency" if outcome.status == INCONSISTENT else "crash"
+
+    def finding_details(self) -> dict:
+        """More fields for every finding of this target (an equivalence rule names itself and its two graphs)."""
+        return {}
+
+    def render_repro(self, finding, instance, repro_dir: Path) -> Path:
+        """The standalone reproducer: the generic single-operator script with this target's snippet."""
+        from dlci.findings.repro import render_repro
+        return render_repro(finding, instance, repro_dir, template=self.repro_template())
+
+    def repro_template(self) -> str:
+        """The reproducer snippet that defines ``run_target(inputs)`` (under dlci/templates)."""
+        return f"targets/{self.name}.j2"

@@ -5,9 +5,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dlci.targets import register
 from dlci.targets._common import NOT_SUPPORTED, chain
-from dlci.targets.base import Target
+from dlci.targets.base import Target, register
 
 
 def ort_unsupported(exc: BaseException) -> bool:
@@ -52,6 +51,8 @@ class ONNXRuntime(Target):
     form = "onnx"
     package = "onnxruntime"
     modules = ("onnxruntime",)
+    reaches = ("onnxruntime:cpu",)
+    test_style = "onnxruntime"
 
     def is_unsupported(self, exc: BaseException, stage: str) -> bool:
         return ort_unsupported(exc)

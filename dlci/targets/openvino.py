@@ -8,9 +8,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dlci.targets import register
 from dlci.targets._common import NOT_SUPPORTED, chain
-from dlci.targets.base import Target
+from dlci.targets.base import Target, register
 
 # frontends list ops they have no translator for: "-- No conversion rule found for operations: aten::i0";
 # the TFLite frontend says "No translator found for BUCKETIZE node."
@@ -23,6 +22,7 @@ _PLUGIN = re.compile(r"Unsupported operation of type|from unsupported opset|does
 class _OpenVINO(Target):
     package = "openvino"
     modules = ("openvino",)
+    test_style = "openvino"
 
     def is_unsupported(self, exc: BaseException, stage: str) -> bool:
         for e in chain(exc):
@@ -67,6 +67,7 @@ class OpenVINOPyTorch(_OpenVINO):
     name = "openvino.pytorch"
     frameworks = ("torch",)
     form = "torch_module"
+    reaches = ("openvino:frontend.pytorch.ts", "openvino:cpu", "pytorch:eager", "pytorch:jit")
 
     def convert(self, module: Any, inputs: Sequence[np.ndarray]) -> Any:
         import openvino as ov
@@ -78,6 +79,8 @@ class OpenVINOExportedProgram(_OpenVINO):
     name = "openvino.exported_program"
     frameworks = ("torch",)
     form = "exported_program"
+    reaches = ("openvino:frontend.pytorch.fx", "openvino:cpu", "pytorch:eager", "pytorch:export",
+               "pytorch:decompositions")
 
     def convert(self, ep: Any, inputs: Sequence[np.ndarray]) -> Any:
         import openvino as ov
@@ -100,6 +103,8 @@ class OpenVINOONNX(_OpenVINO):
     name = "openvino.onnx"
     frameworks = ("torch", "onnx")
     form = "onnx"
+    reaches = ("openvino:frontend.onnx", "openvino:cpu", "pytorch:eager")
+    exporters = {"torch": "torch.onnx"}
 
     def convert(self, model: Any, inputs: Sequence[np.ndarray]) -> Any:
         return _via_file(model.SerializeToString(), ".onnx")
@@ -110,6 +115,7 @@ class OpenVINOTF(_OpenVINO):
     name = "openvino.tf"
     frameworks = ("keras",)
     form = "saved_model"
+    reaches = ("openvino:frontend.tf", "openvino:cpu")
 
     def convert(self, saved_model: Any, inputs: Sequence[np.ndarray]) -> Any:
         import openvino as ov
@@ -121,6 +127,7 @@ class OpenVINOTFLite(_OpenVINO):
     name = "openvino.tflite"
     frameworks = ("keras",)
     form = "tflite"
+    reaches = ("openvino:frontend.tflite", "openvino:cpu", "tensorflow:lite.converter")
 
     def convert(self, buf: bytes, inputs: Sequence[np.ndarray]) -> Any:
         return _via_file(buf, ".tflite")

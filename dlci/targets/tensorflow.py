@@ -7,9 +7,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from dlci.models.convert import flatten_outputs
-from dlci.targets import register
 from dlci.targets._common import chain
-from dlci.targets.base import Target
+from dlci.targets.base import Target, register
 
 
 def tflite_input_order(details: list[dict], n: int) -> list[int]:
@@ -34,6 +33,8 @@ class TFLite(Target):
     form = "keras_model"
     package = "tensorflow-cpu"
     modules = ("tensorflow.lite",)
+    reaches = ("tensorflow:lite.converter", "tensorflow:lite.kernels")
+    test_style = "tensorflow"
 
     def is_unsupported(self, exc: BaseException, stage: str) -> bool:
         for e in chain(exc):
@@ -75,6 +76,8 @@ class TFXLA(Target):
     form = "keras_model"
     package = "tensorflow-cpu"
     modules = ("tensorflow.compiler", "tensorflow.python.eager")
+    reaches = ("tensorflow:xla",)
+    test_style = "tensorflow"
 
     def is_unsupported(self, exc: BaseException, stage: str) -> bool:
         for e in chain(exc):

@@ -6,9 +6,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from dlci.models.convert import flatten_outputs, np_to_torch
-from dlci.targets import register
 from dlci.targets._common import chain
-from dlci.targets.base import Target
+from dlci.targets.base import Target, register
 from dlci.targets.onnxruntime import ort_run, ort_session, ort_unsupported
 
 
@@ -34,6 +33,8 @@ class TorchCompile(Target):
     form = "torch_module"
     package = "torch"
     modules = ("torch._dynamo", "torch._inductor", "torch._functorch", "torch.fx")
+    reaches = ("pytorch:eager", "pytorch:dynamo", "pytorch:decompositions", "pytorch:inductor", "pytorch:inductor.cpp")
+    test_style = "pytorch"
 
     def is_unsupported(self, exc: BaseException, stage: str) -> bool:
         # fullgraph=True turns a graph break (an op dynamo cannot trace) into torch._dynamo.exc.Unsupported;
@@ -70,6 +71,8 @@ class TorchONNX(Target):
     form = "torch_module"
     package = "torch"
     modules = ("torch.onnx", "onnxscript", "onnx_ir")
+    reaches = ("pytorch:eager", "pytorch:export", "pytorch:decompositions", "onnxscript:torchlib", "onnxruntime:cpu")
+    test_style = "pytorch"
 
     def is_unsupported(self, exc: BaseException, stage: str) -> bool:
         if stage != "convert":

@@ -6,14 +6,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from dlci.models.convert import flatten_outputs
-from dlci.targets import register
 from dlci.targets._common import NOT_SUPPORTED, chain, raised_in
-from dlci.targets.base import Target
+from dlci.targets.base import Target, register
 
 
 class _TVM(Target):
     package = "apache-tvm"
     modules = ("tvm",)
+    test_style = "tvm"
 
     def is_unsupported(self, exc: BaseException, stage: str) -> bool:
         import tvm.error
@@ -48,6 +48,8 @@ class TVMFromExportedProgram(_TVM):
     name = "tvm.from_exported_program"
     frameworks = ("torch",)
     form = "exported_program"
+    reaches = ("tvm:frontend.exported_program", "tvm:relax", "tvm:codegen.llvm", "pytorch:eager",
+               "pytorch:export", "pytorch:decompositions")
 
     def convert(self, ep: Any, inputs: Sequence[np.ndarray]) -> Any:
         from tvm.relax.frontend.torch import from_exported_program
@@ -59,6 +61,7 @@ class TVMFromFX(_TVM):
     name = "tvm.from_fx"
     frameworks = ("torch",)
     form = "fx_graph"
+    reaches = ("tvm:frontend.fx", "tvm:relax", "tvm:codegen.llvm", "pytorch:eager", "pytorch:fx")
 
     def convert(self, gm: Any, inputs: Sequence[np.ndarray]) -> Any:
         from tvm.relax.frontend.torch import from_fx
@@ -71,6 +74,8 @@ class TVMFromONNX(_TVM):
     name = "tvm.from_onnx"
     frameworks = ("torch", "onnx")
     form = "onnx"
+    reaches = ("tvm:frontend.onnx", "tvm:relax", "tvm:codegen.llvm", "pytorch:eager")
+    exporters = {"torch": "torch.onnx"}
 
     def convert(self, model: Any, inputs: Sequence[np.ndarray]) -> Any:
         from tvm.relax.frontend.onnx import from_onnx
@@ -87,6 +92,7 @@ class TVMFromTFLite(_TVM):
     name = "tvm.from_tflite"
     frameworks = ("keras",)
     form = "tflite"
+    reaches = ("tvm:frontend.tflite", "tvm:relax", "tvm:codegen.llvm", "tensorflow:lite.converter")
 
     def convert(self, buf: bytes, inputs: Sequence[np.ndarray]) -> Any:
         import tflite
