@@ -20,8 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from dlci.cli import EXIT_CLEAN, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_USAGE, counted  # noqa: E402
+from dlci.errors import ExitCode, InfrastructureError, UsageError  # noqa: E402
+from dlci.findings import is_new  # noqa: E402
 from dlci.github import runner as R  # noqa: E402
+from dlci.report.document import Report  # noqa: E402
 
 # every input action.yml declares (tests keep the two in step)
 INPUTS = ("mode", "token", "base", "head", "repo-path", "budget", "targets", "sources", "fail-on", "out", "shard",
@@ -58,26 +60,38 @@ def _revisions(s: dict):
     return pr, base or pr.base_sha, head or pr.head_sha
 
 
-def _scan(s: dict, base: str, head: str, targets: str | None) -> tuple[int, dict]:
-    from dlci.cli import main
-    args = ["scan", "--repo", s["repo_path"], "--base", base, "--head", head, "--out", str(s["out"]),
-            "--budget", str(s["budget"]), "--workers", s["workers"], "--fail-on", "never"]
-    if targets:
-        args += ["--targets", targets]
-    if s["sources"]:
-        args += ["--sources", s["sources"]]
+def _scan(s: dict, base: str, head: str, targets: str | None) -> tuple[int, Report | None]:
+    """Run dlci's scan of the PR; (exit code, report). An internal failure still returns the partial report the
+    scan wrote, so that what was found gets posted."""
+    from dlci.campaign import RunOptions
+    from dlci.commands.common import say, split
+    from dlci.scan import ScanRequest, scan
+    code = ExitCode.CLEAN
     with R.group("dlci scan"), R.commands_off():  # framework logs are untrusted: no workflow commands in them
-        code = main(args)
-    path = s["out"] / "findings.json"
-    if code in (EXIT_USAGE,) or not path.is_file():
-        return code, {}
-    return code, json.loads(path.read_text(encoding="utf-8"))
+        try:
+            options = RunOptions(out=s["out"], budget=s["budget"], workers=int(s["workers"]), fail_on="never",
+                                 sources=split(s["sources"]) if s["sources"] else None, progress=say)
+            report = scan(ScanRequest(repo=Path(s["repo_path"]), base=base, head=head,
+                                      targets=split(targets) if targets else None, options=options))
+            return (ExitCode.INTERNAL if report.interrupted else ExitCode.CLEAN), report
+        except UsageError as e:
+            say(f"error: {e}")
+            return ExitCode.USAGE, None
+        except InfrastructureError as e:
+            say(f"error: {e}")
+            code = ExitCode.INTERNAL
+        except (Exception, KeyboardInterrupt):
+            say("internal error:\n" + traceback.format_exc())
+            code = ExitCode.INTERNAL
+    partial = s["out"] / "findings.json"
+    return code, Report.read(partial) if partial.is_file() else None
 
 
-def _post(s: dict, doc: dict, repo: str | None, number: int | None, head_sha: str | None) -> dict:
+def _post(s: dict, report: Report, repo: str | None, number: int | None, head_sha: str | None) -> dict:
     """Comment, check run, job summary, outputs. Returns the outputs written."""
     from dlci.github import comment as C
     from dlci.report import render_markdown
+    doc = report.to_dict()
     details = None
     if os.environ.get("GITHUB_SERVER_URL") and os.environ.get("GITHUB_REPOSITORY") and os.environ.get("GITHUB_RUN_ID"):
         details = (f"{os.environ['GITHUB_SERVER_URL']}/{os.environ['GITHUB_REPOSITORY']}/actions/runs/"
@@ -85,8 +99,8 @@ def _post(s: dict, doc: dict, repo: str | None, number: int | None, head_sha: st
     body = C.render(doc, s["out"], details_url=details, version=_version())
     (s["out"] / "comment.md").write_text(body, encoding="utf-8")
     R.write_summary(render_markdown(doc))
-    outputs = {"verdict": C.verdict_line(doc), "findings": len(doc["findings"]),
-               "new-findings": sum(1 for f in doc["findings"] if f.get("new_in_pr")), "comment-id": "",
+    outputs = {"verdict": C.verdict_line(doc), "findings": len(report.findings),
+               "new-findings": sum(1 for f in report.findings if is_new(f)), "comment-id": "",
                "check-run-id": "", "report-path": str(s["out"] / "report.md")}
     if not s["token"] or not repo or (not s["comment"] and not s["check_run"]):
         return outputs
@@ -101,8 +115,8 @@ def _post(s: dict, doc: dict, repo: str | None, number: int | None, head_sha: st
             outputs["comment-id"] = cid
             print(f"PR comment {cid}: {action}", flush=True)
         if s["check_run"] and head_sha:
-            n_counted = counted(doc, s["fail_on"])
-            conclusion = "failure" if n_counted else ("neutral" if doc["findings"] else "success")
+            n_counted = report.counted(s["fail_on"])
+            conclusion = "failure" if n_counted else ("neutral" if report.findings else "success")
             outputs["check-run-id"] = poster.check_run(head_sha, s["check_name"], conclusion, C.verdict_line(doc),
                                                        body, api.annotations(doc))
     except api.ReadOnlyToken as e:
@@ -132,29 +146,30 @@ def _version() -> str:
         return ""
 
 
-def _finish(s: dict, doc: dict, outputs: dict, scan_code: int) -> int:
+def _finish(s: dict, report: Report, outputs: dict, scan_code: int) -> int:
     api_error = outputs.pop("api-error", False)
     R.set_outputs(outputs)
-    if scan_code not in (EXIT_CLEAN, EXIT_FINDINGS) or api_error:
-        return EXIT_INTERNAL
-    return EXIT_FINDINGS if counted(doc, s["fail_on"]) else EXIT_CLEAN
+    if scan_code not in (ExitCode.CLEAN, ExitCode.FINDINGS) or api_error:
+        return ExitCode.INTERNAL
+    return ExitCode.FINDINGS if report.counted(s["fail_on"]) else ExitCode.CLEAN
 
 
 def mode_single(s: dict) -> int:
     pr, base, head = _revisions(s)
-    code, doc = _scan(s, base, head, s["targets"] or None)
-    if not doc:
-        return code or EXIT_INTERNAL
+    code, report = _scan(s, base, head, s["targets"] or None)
+    if report is None:
+        return code or ExitCode.INTERNAL
     _write_pr_file(s["out"], pr, head)
-    outputs = _post(s, doc, pr.repo if pr else os.environ.get("GITHUB_REPOSITORY"), pr.number if pr else None, head)
-    return _finish(s, doc, outputs, code)
+    outputs = _post(s, report, pr.repo if pr else os.environ.get("GITHUB_REPOSITORY"), pr.number if pr else None,
+                    head)
+    return _finish(s, report, outputs, code)
 
 
 def mode_plan(s: dict) -> int:
     from dlci import profiles
     from dlci.diff import DiffError, GitRepo
     from dlci.github.shards import parse_runner_labels, plan_matrix
-    from dlci.targets import TARGETS
+    from dlci.targets import registry
     _pr, base, head = _revisions(s)
     runners = parse_runner_labels(R.get_input("runner-labels"))
     try:
@@ -162,7 +177,7 @@ def mode_plan(s: dict) -> int:
     except DiffError as e:
         raise R.EventError(str(e)) from None
     reached = sorted({t for touch in analysis.touches for t in touch.targets} or
-                     ({n for n, t in TARGETS.items()} if analysis.touches else set()))
+                     (set(registry()) if analysis.touches else set()))
     if s["targets"]:
         wanted = {t.strip() for t in s["targets"].split(",") if t.strip()}
         reached = [t for t in reached if t in wanted]
@@ -171,7 +186,7 @@ def mode_plan(s: dict) -> int:
     (s["out"] / "plan.json").write_text(json.dumps({"matrix": matrix, "ops": analysis.to_dict()}, indent=2))
     R.set_outputs({"matrix": json.dumps(matrix), "verdict": f"{len(matrix['include'])} shard(s)"})
     print(f"plan: {len(analysis.touches)} touched converter entries -> {len(matrix['include'])} shard(s)")
-    return EXIT_CLEAN
+    return ExitCode.CLEAN
 
 
 def mode_run(s: dict) -> int:
@@ -180,26 +195,25 @@ def mode_run(s: dict) -> int:
         raise R.EventError("mode run needs the shard input (from the plan's matrix: ${{ matrix.shard }})")
     kind, _, target = shard.partition("-")
     pr, base, head = _revisions(s)
-    code, doc = _scan(s, base, head, target if target and target != "none" else (s["targets"] or None))
+    code, report = _scan(s, base, head, target if target and target != "none" else (s["targets"] or None))
     s["out"].mkdir(parents=True, exist_ok=True)
     (s["out"] / "shard.json").write_text(json.dumps({"shard": shard, "kind": kind}))
     _write_pr_file(s["out"], pr, head)
-    if not doc:
-        return code or EXIT_INTERNAL
-    R.set_outputs({"verdict": f"shard {shard}: {len(doc['findings'])} finding(s)", "findings": len(doc["findings"]),
+    if report is None:
+        return code or ExitCode.INTERNAL
+    R.set_outputs({"verdict": f"shard {shard}: {len(report.findings)} finding(s)", "findings": len(report.findings),
                    "report-path": str(s["out"] / "report.md")})
-    return EXIT_CLEAN if code in (EXIT_CLEAN, EXIT_FINDINGS) else code
+    return ExitCode.CLEAN if code in (ExitCode.CLEAN, ExitCode.FINDINGS) else code
 
 
 def mode_report(s: dict) -> int:
     from dlci.github.shards import merge
-    from dlci.report import write_reports
     shards_dir = Path(R.get_input("shards-dir", "dlci-shards"))
     dirs = sorted({p.parent for p in shards_dir.rglob("findings.json")}) if shards_dir.is_dir() else []
     if not dirs:
         raise R.EventError(f"no shard results (findings.json) under shards-dir {shards_dir}")
-    doc = merge(dirs, s["out"])
-    write_reports(s["out"], doc)
+    report = merge(dirs, s["out"])
+    report.write(s["out"])
     name, payload = R.read_event()
     if name in ("pull_request", "pull_request_target", "merge_group"):
         pr = R.pull_request(name, payload)
@@ -214,8 +228,8 @@ def mode_report(s: dict) -> int:
             raise R.EventError("pr.json names a head commit other than the workflow run's: refusing to post")
         repo = (payload.get("repository") or {}).get("full_name") or os.environ.get("GITHUB_REPOSITORY")
         _check_pr_head(s, repo, number, head)
-    outputs = _post(s, doc, repo, number, head)
-    return _finish(s, doc, outputs, EXIT_CLEAN)
+    outputs = _post(s, report, repo, number, head)
+    return _finish(s, report, outputs, ExitCode.CLEAN)
 
 
 def _check_pr_head(s: dict, repo: str, number: int, head: str) -> None:
@@ -244,12 +258,12 @@ def run() -> int:
         settings = _settings()
         return {"single": mode_single, "plan": mode_plan, "run": mode_run, "report": mode_report}[settings["mode"]](
             settings)
-    except R.EventError as e:
+    except (R.EventError, UsageError) as e:
         R.error(str(e))
-        return EXIT_USAGE
+        return ExitCode.USAGE
     except Exception:
         R.error("internal error: " + traceback.format_exc()[-3000:])
-        return EXIT_INTERNAL
+        return ExitCode.INTERNAL
 
 
 if __name__ == "__main__":

@@ -78,14 +78,14 @@ def apfd_for(name: str, distractors: int, workdir: Path, seeds: int = 20) -> dic
     from dlci.diff import GitRepo
     from dlci.outcome import Outcome, same_digest
     from dlci.plan import apfd, balanced
-    from dlci.scan import _canonical_targets, _runtime_defaults
+    from dlci.scan.selection import canonical_targets, runtime_defaults
     from dlci.targets import TARGETS
 
     repo_path, base, head = samples.build(name, workdir / f"apfd-{name}")
     repo = GitRepo(repo_path, base, head)
     analysis = profiles.analyse(repo)
     tvm_targets = {n: t for n, t in TARGETS.items() if n.startswith("tvm.") and t.available()}
-    want = _canonical_targets(analysis, tvm_targets)
+    want = canonical_targets(analysis, tvm_targets)
     S.registry()
     everything = [i for src in ("opinfo", "module_db", "onnx_node") for i in S.load(src, limit_per_op=3)]
     touched_ops = {i.op for i in operators.select(everything, set(want))}
@@ -95,7 +95,7 @@ def apfd_for(name: str, distractors: int, workdir: Path, seeds: int = 20) -> dic
     pool = [i for i in everything if i.op in chosen_ops]
     tests = [(i, t) for i in pool for t, tgt in tvm_targets.items() if i.framework in tgt.frameworks]
 
-    defaults = _runtime_defaults(["tvm"])
+    defaults = runtime_defaults(["tvm"])
     wd = Path(tempfile.mkdtemp(prefix="apfd-", dir=workdir))
     head_co = Checkout.create(repo_path, repo.head, wd, "head")
     base_co = Checkout.create(repo_path, repo.base, wd, "base")

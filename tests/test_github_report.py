@@ -93,7 +93,7 @@ def test_merge_shards_dedups_signatures_and_renumbers(tmp_path):
             fs.append(finding(n, signature=sig, repro=f"repro/F{n:03d}_x.py"))
         (d / "findings.json").write_text(json.dumps(doc(fs)))
         (d / "shard.json").write_text(json.dumps({"shard": f"{kind}-tvm.from_fx", "kind": kind}))
-    merged = shards.merge([tmp_path / "arm64", tmp_path / "cpu"], tmp_path / "out")
+    merged = shards.merge([tmp_path / "arm64", tmp_path / "cpu"], tmp_path / "out").to_dict()
     assert [f["id"] for f in merged["findings"]] == ["F001", "F002"]
     same = next(f for f in merged["findings"] if f["signature"] == "same")
     assert sorted(same["runners"]) == ["arm64", "cpu"]

@@ -251,7 +251,8 @@ def test_load_program_errors_name_the_problem(tmp_path):
 
 def _instance(fn: str, *args, **kwargs):
     from dlci.instance import Instance, Origin, TensorSpec
-    from dlci.sources._common import Slots, encode, params_of
+    from dlci.instance.recipe import params_of
+    from dlci.sources._common import Slots, encode
     slots = Slots()
     a = [encode(v, slots) for v in args]
     k = {n: encode(v, slots) for n, v in kwargs.items()}
@@ -265,7 +266,7 @@ def _instance(fn: str, *args, **kwargs):
 def test_boundary_instances_sit_at_the_domain_edge():
     import torch
     from dlci.nan import boundary_instances
-    from dlci.sources.rebuild import torch_call
+    from dlci.instance.recipe import torch_call
     g = torch.Generator().manual_seed(0)
     log = _instance("torch.log", torch.rand(3, 4, generator=g) + 0.1)
     div = _instance("torch.div", torch.randn(5, generator=g), torch.randn(5, generator=g) + 3)

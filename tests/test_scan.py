@@ -11,7 +11,10 @@ import pytest
 pytest.importorskip("tvm")
 
 from dlci import samples  # noqa: E402
-from dlci.cli import EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, main  # noqa: E402
+from dlci.cli import main  # noqa: E402
+from dlci.errors import ExitCode  # noqa: E402
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = ExitCode.CLEAN, ExitCode.FINDINGS, ExitCode.USAGE
 
 
 def git(repo: Path, *args: str) -> str:

@@ -276,7 +276,7 @@ def test_harvest_keeps_what_a_crashing_suite_recorded(tmp_path):
 
 
 def test_harvest_regenerates_large_tensors_from_a_seed(tmp_path):
-    from dlci.sources import load_harvest
+    from dlci.sources.harvest import load_harvest
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the suite's SIGSEGV
         (inst,) = load_harvest([SUITE / "suite_crash.py"], name="small-limit", cache_dir=tmp_path,

@@ -17,7 +17,7 @@ import pytest
 
 from dlci.findings import Finding, signature
 from dlci.findings.test_style import (STYLES, check_test, expectation, onnx_model_code, read_expectation,
-                                      render_test, reproduces, style_for, targets_of)
+                                      render_test, reproduces)
 from dlci.instance import Instance, Origin, TensorSpec
 from dlci.outcome import CRASH, INCONSISTENT
 from dlci.targets import TARGETS, get
@@ -106,7 +106,8 @@ def cases(instances, tmp_path_factory):
     started = {}
 
     def add(name, finding, inst, want):
-        path = render_test(finding, inst, out / name)
+        target = get(finding.target)
+        path = render_test(finding, inst, out / name, style=target.test_style, form=target.form)
         assert path == out / name / f"test_{finding.id}_{finding.target.replace('.', '_')}.py"
         started[name] = (finding, inst, path, pool_.submit(check_test, path, timeout=300), want)
 
@@ -166,7 +167,7 @@ def test_rendered_test_reads_like_the_target_suite(cases, name):
     finding, inst, path, _, _ = cases[name]
     src = path.read_text()
     tree = ast.parse(src)
-    style = STYLES[style_for(finding.target)]
+    style = STYLES[get(finding.target).test_style]
     for marker in style.markers:
         assert marker in src, (name, marker)
     funcs = [n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
@@ -206,27 +207,28 @@ def test_unserved_targets_render_nothing(tmp_path):
     inst = dense_instance()
     f = Finding(id="F001", oracle="crash", operator=inst.op, target="no.such.target", target_version="",
                 symptom="X", stage="convert", signature="", message="", instance_id=inst.id, origin={})
-    assert style_for("no.such.target") is None
-    assert render_test(f, inst, tmp_path) is None and not list(tmp_path.iterdir())
+    assert render_test(f, inst, tmp_path, style=None) is None and not list(tmp_path.iterdir())
+    assert render_test(f, inst, tmp_path, style="no.such.style") is None and not list(tmp_path.iterdir())
 
 
-def test_every_target_has_one_style_and_every_flavour_renders(instances, tmp_path):
-    served = [t for s in STYLES for t in targets_of(s)]
-    assert len(served) == len(set(served))
-    assert set(TARGETS) <= set(served), set(TARGETS) - set(served)
+def test_every_declared_style_exists_and_every_flavour_renders(instances, tmp_path):
+    styled = [n for n, t in TARGETS.items() if t.test_style is not None]
+    assert {TARGETS[n].test_style for n in styled} <= set(STYLES), {n: TARGETS[n].test_style for n in styled}
+    assert {TARGETS[n].test_style for n in styled} == set(STYLES)  # every style serves some target
     torch_inst = instances["opinfo"][0]
     onnx_inst = _smallest(instances["onnx_node"], lambda i: i.op == "onnx::Relu")
-    for target in TARGETS:
+    for target in styled:
         for inst in (torch_inst, onnx_inst, dense_instance()):
             if inst.framework not in get(target).frameworks:
                 continue
             f = Finding(id="F042", oracle="inconsistency", operator=inst.op, target=target, target_version="1",
                         symptom="value mismatch", stage="compare", signature="", message='3 differ """ \\ ',
                         instance_id=inst.id, origin=inst.origin.__dict__)
-            path = render_test(f, inst, tmp_path / f"{target}-{inst.framework}")
+            path = render_test(f, inst, tmp_path / f"{target}-{inst.framework}", style=get(target).test_style,
+                               form=get(target).form)
             src = path.read_text()
             ast.parse(src)
-            for marker in STYLES[style_for(target)].markers:
+            for marker in STYLES[get(target).test_style].markers:
                 assert marker in src, (target, inst.framework, marker)
 
 

@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Sequence
 
 import psutil
 
-from dlci.exec import protocol
+import dlci.exec.protocol as protocol
 from dlci.outcome import CRASH, INVALID, Outcome
 
 LOG_TAIL_BYTES = 4096

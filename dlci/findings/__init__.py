@@ -7,7 +7,7 @@ operator, symptom, stage, normalized message) groups the many instances that hit
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 from dlci.outcome import CRASH, INCONSISTENT, Outcome
 
@@ -88,9 +88,46 @@ class Finding:
     test_style_repro: str = ""       # that test, relative to the output dir (pastes into their suite)
     test_style_checked: bool | None = None  # pytest ran it and it failed the way dlci saw (None: not checked)
     rule: dict | None = None  # equivalence findings: the rule, its category and both graphs it compared
+    known: dict | None = None  # matched a known issue of .dlci.yml: {"link", "note"}; listed, never fails a run
+    extra: dict = field(default_factory=dict)  # fields of other kinds of findings (NaN search: file, line, ...)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        return {**d, **d.pop("extra")}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Finding":
+        names = {f.name for f in fields(cls)} - {"extra"}
+        return cls(**{k: v for k, v in d.items() if k in names}, extra={k: v for k, v in d.items() if k not in names})
+
+
+# -- the policy: which section a finding belongs to, and which ones fail a run ---------------------------------------
+
+def _field(finding, name: str):
+    return finding.get(name) if isinstance(finding, dict) else getattr(finding, name, None)
+
+
+def attribution(finding) -> str:
+    """known (matched a known issue) | new (new in the PR) | on_base (already on the base revision) | unattributed
+    (no PR, or the base re-run did not complete). Takes a Finding or its dict."""
+    if _field(finding, "known"):
+        return "known"
+    return {True: "new", False: "on_base"}.get(_field(finding, "new_in_pr"), "unattributed")
+
+
+def is_new(finding) -> bool:
+    """What ``--fail-on new`` counts and the action reports as new findings: not a known issue, and not shown to be
+    on the base revision (a regression must never pass because its base re-run did not complete)."""
+    return attribution(finding) in ("new", "unattributed")
+
+
+def counted(findings, policy: str) -> int:
+    """How many findings the --fail-on policy counts: never | new | any (known issues never count)."""
+    if policy == "never":
+        return 0
+    if policy == "new":
+        return sum(1 for f in findings if is_new(f))
+    return sum(1 for f in findings if attribution(f) != "known")
 
 
 def is_failure(outcome: Outcome) -> bool:

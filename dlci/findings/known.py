@@ -31,8 +31,10 @@ class KnownIssue:
     link: str = ""
     note: str = ""
 
-    def matches(self, finding: dict) -> bool:
-        return all(fnmatch.fnmatchcase(str(finding.get(field, "")), pattern) for field, pattern in self.patterns)
+    def matches(self, finding) -> bool:
+        """Every pattern matches its field of the finding (a Finding or its dict)."""
+        get = finding.get if isinstance(finding, dict) else lambda k, d="": getattr(finding, k, d)
+        return all(fnmatch.fnmatchcase(str(get(field, "") or ""), pattern) for field, pattern in self.patterns)
 
     def to_dict(self) -> dict:
         return {**dict(self.patterns), "link": self.link, "note": self.note}
@@ -59,20 +61,13 @@ def parse(entries: list, origin: str = ".dlci.yml") -> list[KnownIssue]:
     return out
 
 
-def apply(doc: dict, known: list[KnownIssue]) -> int:
-    """Mark findings that match a known issue (``finding["known"]``); returns how many matched."""
-    hits = 0
-    for f in doc["findings"]:
-        for issue in known:
-            if issue.matches(f):
-                f["known"] = {"link": issue.link, "note": issue.note}
-                hits += 1
-                break
-    return hits
+def match(finding, known: list[KnownIssue]) -> KnownIssue | None:
+    """The first known issue the finding matches."""
+    return next((issue for issue in known if issue.matches(finding)), None)
 
 
-def suggestion(finding: dict) -> dict:
+def suggestion(finding) -> dict:
     """A known_issues entry that matches this finding (and the same failure on other instances)."""
     # glob.escape: a signature holding [ ] * ? must match itself literally
-    return {"signature": glob.escape(finding["signature"]), "link": "https://github.com/OWNER/REPO/issues/NNNN",
-            "note": f"{finding['target']}: {finding['symptom']} on {finding['operator']}"}
+    return {"signature": glob.escape(finding.signature), "link": "https://github.com/OWNER/REPO/issues/NNNN",
+            "note": f"{finding.target}: {finding.symptom} on {finding.operator}"}

@@ -65,20 +65,6 @@ STYLES: dict[str, Style] = {s.name: s for s in (
 
 
 
-def style_for(target: str) -> str | None:
-    """The style that renders findings of ``target`` (its ``test_style``; None: no style serves it, or an unknown
-    target; the standalone script still does)."""
-    from dlci.targets import registry
-    found = registry().get(target)
-    return found.test_style if found is not None and found.test_style in STYLES else None
-
-
-def targets_of(style: str) -> list[str]:
-    """The targets whose findings a style renders."""
-    from dlci.targets import registry
-    return [name for name, t in registry().items() if t.test_style == style]
-
-
 # -- names ----------------------------------------------------------------------------------------------------
 
 def _op_short(op: str) -> str:
@@ -314,12 +300,6 @@ _OV_FLAVOURS = {"torch_module": "pytorch", "exported_program": "pytorch", "fx_gr
                 "saved_model": "keras", "keras_model": "keras", "tflite": "keras"}
 
 
-def _form_of(target: str) -> str:
-    from dlci.targets import registry
-    found = registry().get(target)
-    return found.form if found is not None else ""
-
-
 def _tol_literal(table: dict) -> str:
     return "{\n" + "".join(f"    {k!r}: ({v[0]!r}, {v[1]!r}),\n" for k, v in table.items()) + "}"
 
@@ -328,13 +308,12 @@ def _set_literal(s) -> str:
     return "{" + ", ".join(repr(i) for i in sorted(s)) + "}" if s else "set()"
 
 
-def render_test(finding, instance: Instance, out_dir: Path) -> Path | None:
-    """Write ``out_dir/test_<finding id>_<target>.py`` in the style of the target's repository; None when no style
-    serves the target."""
-    name = style_for(finding.target)
-    if name is None:
+def render_test(finding, instance: Instance, out_dir: Path, *, style: str | None, form: str = "") -> Path | None:
+    """Write ``out_dir/test_<finding id>_<target>.py`` in ``style`` (a key of STYLES: the target's ``test_style``;
+    ``form``: the model form the target converts); None when no style serves the target."""
+    if style not in STYLES:
         return None
-    style = STYLES[name]
+    style = STYLES[style]
     inst = instance
     fw = inst.framework
     kind = inst.call["kind"]
@@ -369,7 +348,7 @@ def render_test(finding, instance: Instance, out_dir: Path) -> Path | None:
         f=finding, inst=inst, style=style, target=finding.target, framework=fw, std_imports=std_imports,
         fw_imports=fw_imports, inputs_code=inputs_code, model_code=model_code, expected_code=expected_code,
         reference=reference, tolerances=_tol_literal(table), eps=repr(max(table[float_dtypes[0]])),
-        flavour=_OV_FLAVOURS.get(_form_of(finding.target), ""),
+        flavour=_OV_FLAVOURS.get(form, ""),
         skip_values=_set_literal(skip), ignore=_set_literal(ignore), has_skip=bool(skip), has_ignore=bool(ignore),
         test_name=f"test_{snake}_{finding.id}", op_camel=camel,
         kind_name=inst.op if inst.op.startswith("aten::") and kind == "torch_fn" else None,
@@ -489,5 +468,5 @@ def check_test(path: Path, env: dict | None = None, timeout: float = 600) -> boo
     return reproduces(expect, proc.returncode, xml)
 
 
-__all__ = ["STYLES", "Style", "style_for", "targets_of", "render_test", "check_test", "pytest_available", "reproduces", "expectation",
+__all__ = ["STYLES", "Style", "render_test", "check_test", "pytest_available", "reproduces", "expectation",
            "read_expectation", "onnx_helper_code", "onnx_model_code", "tolerance_table"]

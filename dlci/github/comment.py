@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from dlci.findings import attribution
+
 MARKER = "<!-- dlci:sticky-comment -->"
 COMMENT_LIMIT = 65_536
 REPRO_INLINE_LIMIT = 6_000  # characters of one reproducer shown inline at most
@@ -41,9 +43,9 @@ def _base_note(f: dict) -> str | None:
 
 
 def verdict_line(doc: dict) -> str:
-    findings = [f for f in doc["findings"] if not f.get("known")]
-    new = sum(1 for f in findings if f.get("new_in_pr"))
-    old = sum(1 for f in findings if f.get("new_in_pr") is False)
+    findings = [f for f in doc["findings"] if attribution(f) != "known"]
+    new = sum(1 for f in findings if attribution(f) == "new")
+    old = sum(1 for f in findings if attribution(f) == "on_base")
     pr = doc.get("pr") or {}
     if pr.get("nothing_to_test"):
         return ":white_check_mark: dlci: nothing to test in this PR"
@@ -52,7 +54,7 @@ def verdict_line(doc: dict) -> str:
             f" ({old} already on base)" if old else "")
     if old:
         return f":warning: dlci: no new bug; {old} already on the base revision"
-    if any(f.get("new_in_pr") is None for f in findings):
+    if any(attribution(f) == "unattributed" for f in findings):
         return f":x: dlci: {len(findings)} finding(s)"
     return ":white_check_mark: dlci: no bug found in the operators this PR touches"
 
@@ -114,18 +116,17 @@ def _render_once(doc, findings, flaky, skipped, repro_limit, max_findings, detai
         notes.append("Reproducers are not inlined (the comment would exceed GitHub's size limit)")
     if max_findings and len(findings) > max_findings:
         notes.append(f"{len(findings) - max_findings} more finding(s) are not listed here")
-    live = [f for f in shown if not f.get("known")]
     sections = [
         {"title": "NEW IN THIS PR", "blurb": "These fail on this PR's code and not on the base revision.",
-         "findings": [f for f in live if f.get("new_in_pr")]},
+         "findings": [f for f in shown if attribution(f) == "new"]},
         {"title": "ALREADY ON BASE", "blurb": "The same failure happens on the base revision: not caused by this PR.",
-         "findings": [f for f in live if f.get("new_in_pr") is False]},
+         "findings": [f for f in shown if attribution(f) == "on_base"]},
         {"title": "FINDINGS", "blurb": "Not classified against a base revision.",
-         "findings": [f for f in live if f.get("new_in_pr") is None]},
+         "findings": [f for f in shown if attribution(f) == "unattributed"]},
         {"title": "KNOWN ISSUES", "blurb": "Matched by `known_issues` in `.dlci.yml`: tracked elsewhere, never fail "
                                            "the job.",
          "findings": [dict(f, base_note=f"Known: {f['known'].get('link') or ''} {f['known'].get('note') or ''}"
-                           .strip()) for f in shown if f.get("known")]},
+                           .strip()) for f in shown if attribution(f) == "known"]},
     ]
     truncated = ("; ".join(notes) + ": see the job summary and the `dlci-out` artifact.") if notes else ""
     ops = pr.get("operators") or sorted({t["operator"] for t in pr.get("touched") or []})

@@ -5,6 +5,9 @@ import json
 import shutil
 from pathlib import Path
 
+from dlci.findings import Finding
+from dlci.report.document import Report
+
 DEFAULT_RUNNERS = {"cpu": ["ubuntu-latest"]}
 
 
@@ -32,8 +35,8 @@ def plan_matrix(targets: list[str], runners: dict[str, list[str]]) -> dict:
     return {"include": include}
 
 
-def merge(shard_dirs: list[Path], out: Path) -> dict:
-    """Merge the shards' findings.json into one document under ``out`` (reproducers copied and renumbered).
+def merge(shard_dirs: list[Path], out: Path) -> Report:
+    """Merge the shards' findings.json into one report under ``out`` (reproducers copied and renumbered).
     The same signature from several runner kinds is one finding listing the kinds."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "repro").mkdir(exist_ok=True)
@@ -41,7 +44,7 @@ def merge(shard_dirs: list[Path], out: Path) -> dict:
     for d in shard_dirs:
         path = Path(d) / "findings.json"
         if path.is_file():
-            docs.append((Path(d), json.loads(path.read_text(encoding="utf-8"))))
+            docs.append((Path(d), Report.read(path).to_dict()))
     if not docs:
         raise FileNotFoundError(f"no findings.json in any shard under {', '.join(map(str, shard_dirs)) or '-'}")
     findings, by_sig = [], {}
@@ -75,10 +78,7 @@ def merge(shard_dirs: list[Path], out: Path) -> dict:
             dest = out / "repro" / f"{f['id']}_{src.name.split('_', 1)[-1]}"
             shutil.copyfile(src, dest)
             f["repro"] = str(dest.relative_to(out))
-    doc = {"version": 1, "findings": findings, "stats": stats}
-    if pr is not None:
-        doc["pr"] = pr
-    return doc
+    return Report(findings=[Finding.from_dict(f) for f in findings], stats=stats, pr=pr)
 
 
 def _kinds(docs) -> set[str]:

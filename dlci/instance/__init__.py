@@ -86,6 +86,10 @@ class Instance:
         short = self.op.replace("::", "-").replace(".", "_").replace("/", "_")
         return f"{short}-{h.hexdigest()[:10]}"
 
+    def size(self) -> int:
+        """Input elements in all: the smallest failing instance makes the most readable reproducer."""
+        return sum(math.prod(s.shape) for s in self.inputs)
+
     def input_arrays(self) -> list[np.ndarray]:
         return [self.arrays[f"in:{i}"] for i in range(len(self.inputs))]
 

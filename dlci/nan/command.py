@@ -2,8 +2,8 @@
 
 ``main(args)`` takes an argparse-style namespace: ``program`` (list of FILE:FUNCTION; empty = every bundled program
 of :mod:`dlci.nan.programs`), ``budget`` (seconds per program), ``strategy`` (gradient | random), ``seed``, ``out``
-(directory), ``fail_on`` (any | never). It writes ``out/findings.json`` (``{"version": 1, "findings": [...],
-"stats": {...}}``), ``out/report.md`` and ``out/repro/<id>_nan_<op>.py``; a finding is reported only when its
+(directory), ``fail_on`` (any | never). It writes ``out/findings.json`` (a :class:`dlci.report.document.Report`),
+``out/report.md`` and ``out/repro/<id>_nan_<op>.py``; a finding is reported only when its
 search confirmed it and its reproducer, run alone, exits 1.
 
 Exit codes: 0 no finding, 1 findings (``--fail-on any``), 2 a bad program spec/file/function or a program that
@@ -17,7 +17,11 @@ import time
 import traceback
 from pathlib import Path
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+from dlci.errors import ExitCode
+from dlci.findings import Finding
+from dlci.report.document import Report
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = ExitCode.CLEAN, ExitCode.FINDINGS, ExitCode.USAGE, ExitCode.INTERNAL
 
 
 def _say(msg: str) -> None:
@@ -123,10 +127,8 @@ def render_report(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write(out: Path, doc: dict) -> None:
-    from dlci.report import write_json_atomic
-    write_json_atomic(out / "findings.json", doc)
-    (out / "report.md").write_text(render_report(doc), encoding="utf-8")
+def _write(out: Path, report: Report) -> None:
+    report.write(out, markdown=render_report)
 
 
 def main(args) -> int:
@@ -154,16 +156,16 @@ def main(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "repro").mkdir(exist_ok=True)
     t0 = time.monotonic()
-    findings: list[dict] = []
+    findings: list[Finding] = []
     stats = {"tests_run": 0, "tests_valid": 0, "seconds": 0.0, "per_target": {}, "programs": [],
              "strategy": strategy, "budget": budget, "seed": seed, "unreproduced": [], "interrupted": False}
-    doc = {"version": 1, "findings": findings, "stats": stats}
+    report = Report(findings=findings, stats=stats)
     usage = internal = False
     seen: set[str] = set()
 
     def flush():
         stats["seconds"] = round(time.monotonic() - t0, 2)
-        _write(out, doc)
+        _write(out, report)
 
     try:
         for spec in specs:
@@ -218,7 +220,7 @@ def main(args) -> int:
                 row["result"] = f"duplicate of an earlier finding ({f['signature']})"
             else:
                 seen.add(f["signature"])
-                findings.append(f)
+                findings.append(Finding.from_dict(f))
                 c["nan"] += 1
                 row["result"] = f"{fid}: {f['symptom']} at line {res.line}"
                 _say(f"{row['program']}: {fid} {f['symptom']} at {f['file']}:{res.line} "
@@ -235,7 +237,7 @@ def main(args) -> int:
         return EXIT_INTERNAL
     if usage:
         return EXIT_USAGE
-    return EXIT_FINDINGS if findings and fail_on == "any" else EXIT_CLEAN
+    return EXIT_FINDINGS if report.counted(fail_on) else EXIT_CLEAN
 
 
 def add_arguments(p) -> None:

@@ -31,7 +31,7 @@ def _entry_for(fn: str):
     hit = tab.torch(fn)
     if hit is None:
         from dlci.nan.torch_trace import name_of
-        from dlci.sources._common import try_resolve
+        from dlci.instance.recipe import try_resolve
         obj = try_resolve(fn)
         if obj is not None:
             hit = tab.torch(name_of(obj))
@@ -173,9 +173,7 @@ def _drive(inst, entry, name, pos, slot, arrays, target, mode, rng) -> np.ndarra
 def _valid(inst: Instance) -> bool:
     """Standalone, deterministic, and every output finite (the edge is still inside the domain)."""
     import torch
-    from dlci.sources.opinfo import check_torch_instance
-    from dlci.sources._common import tensor_leaves
-    from dlci.sources.rebuild import torch_call
+    from dlci.instance.recipe import check_torch_instance, tensor_leaves, torch_call
     if check_torch_instance(inst) is not None:
         return False
     module, xs = torch_call(inst)

@@ -145,7 +145,7 @@ def derive_opinfo_domains() -> list[dict]:
     "<name>[.<variant>]"}``. Names come from the OpInfo's function, method and alias objects resolved to their
     public dotted names.
     """
-    from dlci.sources._torch_testing import op_db
+    from dlci.torch_testing import op_db
     names_of = _torch_public_names()
     out: dict[str, dict] = {}
     for op in op_db():

@@ -53,6 +53,7 @@ import re
 from typing import Iterable
 
 from dlci.operators import _tables as T
+from dlci.operators.names import rewrite, snake, squash, strip_affixes
 
 __all__ = ["canonical", "instance_ops", "select", "vocabulary", "NAMESPACES"]
 
@@ -73,47 +74,6 @@ def _split(spec: str) -> list[str]:
     return spec.split()
 
 
-def _squash(name: str) -> str:
-    """Name without inner underscores (leading ones kept): ``log_sigmoid`` ~ ``logsigmoid`` ~ ``LogSigmoid``."""
-    body = name.lstrip("_")
-    return name[: len(name) - len(body)] + body.replace("_", "").lower()
-
-
-def _snake(name: str) -> str:
-    """CamelCase / UPPER_SNAKE -> lower snake; ``2D`` -> ``2d`` glued to the preceding word."""
-    s = re.sub(r"(\d)D(?=[A-Z_]|$)", r"\1d", name)
-    s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", s)
-    s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s)
-    s = s.lower()
-    s = re.sub(r"[^a-z0-9_]+", "_", s)
-    s = re.sub(r"_+([123]d)(?=_|$)", r"\1", s)
-    return re.sub(r"_+", "_", s).strip("_")
-
-
-def _rewrite(s: str) -> str:
-    for pattern, repl, _reason in T.TOKEN_REWRITES:
-        s = re.sub(pattern, repl, s, count=1)
-    return s
-
-
-def _stem(name: str) -> str:
-    """Dimension-free, affix-free snake stem (``_native_batch_norm_legit`` and ``BatchNormalization`` ->
-    ``batch_norm``, ``avg_pool2d`` and ``AveragePool`` -> ``avg_pool``); used to match ONNX ops to aten ops."""
-    s = _rewrite(_snake(name)) if name[:1].isupper() else name.lstrip("_")
-    return re.sub(r"(?<=[a-z])_?[123]d$", "", _strip_affixes(s))
-
-
-def _strip_affixes(s: str) -> str:
-    """One round of kernel-family prefixes (``native_``, ...) and suffixes (``_legit``, ...) removed."""
-    for p in T.FAMILY_PREFIXES:
-        if s.startswith(p):
-            s = s[len(p):]
-    for suf in T.FAMILY_SUFFIXES:
-        if s.endswith(suf):
-            return s[: -len(suf)]
-    return s
-
-
 # -- derived tables, indexed -----------------------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=1)
@@ -125,10 +85,10 @@ def _idx() -> dict:
     views = frozenset(t.get("views", ()))
     sq_aten: dict[str, set] = {}
     for n in aten:
-        sq_aten.setdefault(_squash(n), set()).add(n)
+        sq_aten.setdefault(squash(n), set()).add(n)
     sq_fn: dict[str, set] = {}
     for n in functional:
-        sq_fn.setdefault(_squash(n), set()).add(n)
+        sq_fn.setdefault(squash(n), set()).add(n)
     # alias classes (union-find)
     parent: dict[str, str] = {}
 
@@ -174,7 +134,7 @@ def _root_of(name: str, aten: frozenset, views: frozenset) -> str:
         before = s
         if s in aten and s != name:
             best = s
-        s = _strip_affixes(s)
+        s = strip_affixes(s)
         if s.endswith("_copy") and s[:-5] in views:
             s = s[:-5]
         if s == before:
@@ -249,7 +209,7 @@ def _functional_to_aten(f: str, depth: int = 0) -> set[str]:
         return out
     if f in idx["aten"]:
         return {f}
-    hits = idx["sq_aten"].get(_squash(f))
+    hits = idx["sq_aten"].get(squash(f))
     return set(hits) if hits else {f}
 
 
@@ -308,7 +268,7 @@ def _module_targets(cls: str) -> set[str]:
                 out |= idx["sq_aten"][c]
         if out:
             return out
-    return {_snake(bare)}
+    return {snake(bare)}
 
 
 @functools.lru_cache(maxsize=None)
@@ -334,7 +294,7 @@ def _lookup(s: str) -> set[str] | None:
         return None
     if s in idx["known"]:
         return _functional_to_aten(s)
-    q = _squash(s)
+    q = squash(s)
     hit = idx["sq_aten"].get(q) or idx["sq_fn"].get(q)
     if hit:
         return set().union(*(_functional_to_aten(h) for h in hit))
@@ -349,7 +309,7 @@ def _lookup(s: str) -> set[str] | None:
 
 def _foreign(snake: str) -> tuple[set[str], bool]:
     """Resolve a snake-cased foreign name: (canonical names, resolved?). Unresolved: the normalised name."""
-    rewritten = _rewrite(snake)
+    rewritten = rewrite(snake)
     for key in (snake, rewritten):
         if key in T.FOREIGN:
             return set(_split(T.FOREIGN[key][0])), True
@@ -383,7 +343,7 @@ def _onnx(name: str) -> frozenset[str]:
         derived = set(_idx()["torchlib"].get(s, ()))
     else:
         derived = set()
-    named, ok = _foreign(_snake(s))
+    named, ok = _foreign(snake(s))
     out = derived | named if (ok or not derived) else derived
     return frozenset(_close_aliases(out))
 
@@ -396,14 +356,14 @@ def _tf(name: str) -> frozenset[str]:
     if s.startswith(("tf.keras.", "keras.")):
         return _keras(s)
     if "." in s or s[:1].islower():  # python API name: tf.nn.avg_pool2d, tf.math.reduce_mean, bias_add
-        snake = _snake(s.split(".")[-1])
+        snaked = snake(s.split(".")[-1])
     else:
         s = s.lstrip("_")
         for cand in (s, re.sub(r"V\d+$", "", s)):
             if cand in T.TF_RAW:
                 return frozenset(_close_aliases(_split(T.TF_RAW[cand][0])))
-        snake = _snake(re.sub(r"V\d+$", "", s))
-    return frozenset(_close_aliases(_foreign(snake)[0]))
+        snaked = snake(re.sub(r"V\d+$", "", s))
+    return frozenset(_close_aliases(_foreign(snaked)[0]))
 
 
 def _tflite(name: str) -> frozenset[str]:
@@ -414,7 +374,7 @@ def _tflite(name: str) -> frozenset[str]:
     s = s.upper()
     if s in T.TFLITE:
         return frozenset(_close_aliases(_split(T.TFLITE[s][0])))
-    return frozenset(_close_aliases(_foreign(_snake(s))[0]))
+    return frozenset(_close_aliases(_foreign(snake(s))[0]))
 
 
 def _keras(name: str) -> frozenset[str]:
@@ -425,12 +385,12 @@ def _keras(name: str) -> frozenset[str]:
     cls = _idx()["tables"].get("keras", {}).get(cls, cls)  # exported alias -> class (AvgPool2D -> AveragePooling2D)
     if cls in T.KERAS:
         return frozenset(_close_aliases(_split(T.KERAS[cls][0])))
-    return frozenset(_close_aliases(_foreign(_snake(cls))[0]))
+    return frozenset(_close_aliases(_foreign(snake(cls))[0]))
 
 
 def _fallback(name: str) -> str:
     s = name.strip().split("::")[-1].split(".")[-1] or name.strip()
-    return _snake(s) or s.lower() or "?"
+    return snake(s) or s.lower() or "?"
 
 
 # -- guessing the namespace -----------------------------------------------------------------------------------
@@ -447,7 +407,7 @@ def _guess(name: str) -> frozenset[str]:
             ns = "onnx"
         if ns is not None:
             return _RESOLVERS[ns](s)
-        return frozenset(_close_aliases(_foreign(_snake(s.rsplit("::", 1)[1]))[0]))
+        return frozenset(_close_aliases(_foreign(snake(s.rsplit("::", 1)[1]))[0]))
     if s.startswith("torch.nn.modules.") or re.match(r"^(torch\.)?nn\.[A-Z]", s):
         return _module(s)
     if s.startswith(("tf.keras.", "keras.")):
@@ -469,7 +429,7 @@ def _guess(name: str) -> frozenset[str]:
             return _module(s)
         if "onnx" in path:
             return _onnx(cls)
-        return frozenset(_close_aliases(_foreign(_snake(cls))[0]))
+        return frozenset(_close_aliases(_foreign(snake(cls))[0]))
     if "." in s or s[:1].islower() or s[:1] == "_":
         return _aten(s)
     if not s:
@@ -481,7 +441,7 @@ def _guess(name: str) -> frozenset[str]:
         return frozenset().union(*(_RESOLVERS[ns](s) for ns in found))
     if re.fullmatch(r"[A-Z][A-Z0-9_]*", s) and "_" in s:
         return _tflite(s)
-    return frozenset(_close_aliases(_foreign(_snake(s))[0]))
+    return frozenset(_close_aliases(_foreign(snake(s))[0]))
 
 
 # -- public API -----------------------------------------------------------------------------------------------

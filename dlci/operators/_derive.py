@@ -239,7 +239,7 @@ def characteristic(packet: str, ops: set, stem_of) -> set:
 def _torchlib() -> dict:
     if not _torchlib_sources():
         return {}
-    from dlci.operators import _stem
+    from dlci.operators.names import stem
     funcs, regs = torchlib_functions()
     groups = regs.pop("\0group", [])
     inverse: dict[str, set] = collections.defaultdict(set)
@@ -248,7 +248,7 @@ def _torchlib() -> dict:
             continue
         packet = reg[6:].split(".")[0]
         for f in fnames:
-            for o in characteristic(packet, _ops_of(f, funcs, set()), _stem):
+            for o in characteristic(packet, _ops_of(f, funcs, set()), stem):
                 inverse[o].add(packet)
     aliases = []
     for g in groups:

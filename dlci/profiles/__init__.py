@@ -33,9 +33,10 @@ class Analysis:
     unmapped: list[dict] = field(default_factory=list)
     seconds: float = 0.0
 
-    def to_dict(self) -> dict:
+    def to_dict(self, canonical: bool = False) -> dict:
+        """The analysis as JSON (ops.json); ``canonical``: each touch also names its canonical operator ids."""
         d = self.diff
-        return {
+        doc = {
             "repo": d.repo, "base": d.base, "base_ref": d.base_ref, "head": d.head,
             "profiles": self.profiles,
             "files_changed": len(d.files),
@@ -47,6 +48,12 @@ class Analysis:
             "unmapped": self.unmapped,
             "seconds": round(self.seconds, 3),
         }
+        if canonical:
+            from dlci import operators
+            for touch in doc["touches"]:
+                touch["canonical"] = sorted(operators.canonical(touch["operator"], touch["namespace"]))
+            doc["canonical_operators"] = sorted({c for t in doc["touches"] for c in t["canonical"]})
+        return doc
 
 
 def analyse(repo: GitRepo, only: list[str] | None = None) -> Analysis:

@@ -44,8 +44,8 @@ import numpy as np
 from dlci import findings as F
 from dlci.instance import Instance
 from dlci.outcome import INVALID, Outcome
-from dlci.reduce import edit as E
-from dlci.reduce import graph as G
+import dlci.reduce.edit as E
+import dlci.reduce.graph as G
 
 __all__ = ["Reduction", "reduce_instance", "engine_runner", "same_failure"]
 

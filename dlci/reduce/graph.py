@@ -37,7 +37,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from dlci.instance import Instance, Origin, TensorSpec
-from dlci.reduce import edit as E
+import dlci.reduce.edit as E
 
 __all__ = ["operators", "is_multi_operator", "graph_pass", "cut_model", "instance_from_model", "PASS_THROUGH"]
 

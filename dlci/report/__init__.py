@@ -1,24 +1,11 @@
-"""Reports of a campaign: findings.json (the contract) and report.md (for people)."""
+"""report.md: a run's findings document (dlci.report.document.Report, the findings.json contract) for people."""
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
-
-
-def write_json_atomic(path: Path, doc: dict) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)  # readers never see a half-written file
-
-
-def write_reports(out: Path, doc: dict, campaign=None) -> None:
-    write_json_atomic(out / "findings.json", doc)
-    (out / "report.md").write_text(render_markdown(doc), encoding="utf-8")
+from dlci.findings import attribution
 
 
 def verdict(doc: dict) -> str:
-    known = sum(1 for f in doc["findings"] if f.get("known"))
+    known = sum(1 for f in doc["findings"] if attribution(f) == "known")
     n = len(doc["findings"]) - known
     st = doc["stats"]
     tail = " (interrupted: partial results)" if st.get("interrupted") else ""
@@ -43,8 +30,8 @@ def _pr_section(pr: dict, findings: list) -> list[str]:
     lines = [f"## Pull request {pr['base'][:12]}..{pr['head'][:12]}", ""]
     if pr.get("nothing_to_test"):
         lines += [f"**Nothing to test:** {pr['nothing_to_test']}.", ""]
-    new = sum(1 for f in findings if f.get("new_in_pr"))
-    old = sum(1 for f in findings if f.get("new_in_pr") is False)
+    new = sum(1 for f in findings if attribution(f) == "new")
+    old = sum(1 for f in findings if attribution(f) == "on_base")
     if findings:
         lines += [f"{new} finding(s) new in this PR, {old} already on the base revision.", ""]
     touched = pr.get("touched") or []

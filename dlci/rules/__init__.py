@@ -13,6 +13,7 @@ import importlib.util
 import os
 
 from dlci.rules.base import CATEGORIES, LIBRARIES, NotApplicable, Rule
+from dlci.targets.base import Target
 
 RULES: dict[str, Rule] = {}
 PREFIX = "rule."
@@ -56,10 +57,6 @@ def get_rule(name: str) -> Rule:
         raise KeyError(f"unknown rule {name!r}; `dlci rules --list` shows them") from None
 
 
-def is_rule_target(name: str) -> bool:
-    return name.startswith(PREFIX)
-
-
 def _version(library: str) -> str:
     for dist in (_PACKAGES[library], library):
         try:
@@ -69,16 +66,17 @@ def _version(library: str) -> str:
     return ""
 
 
-class RuleTarget:
-    """A rule seen by the campaign as a target: same attributes the campaign reads from dlci.targets.Target."""
+class RuleTarget(Target):
+    """A rule seen by the campaign as a target named ``rule.<name>``: its tests build the rule's two graphs in the
+    worker (dlci.rules.runner), its findings are equivalence findings, its reproducers embed the rule's code."""
 
+    form = "rule"
     job_func = "dlci.rules.runner:execute_rule_job"
 
     def __init__(self, rule: Rule):
         self.rule = rule
         self.name = rule.target
         self.frameworks = (rule.framework,)
-        self.form = "rule"
         self.package = _PACKAGES[rule.library]
         self.modules = ("torch",) if rule.library == "torch" else ("tensorflow", "keras")
         self.timeout = rule.timeout
@@ -91,6 +89,15 @@ class RuleTarget:
         if not self.version():
             return False
         return all(importlib.util.find_spec(m.split(".")[0]) is not None for m in self.rule.needs)
+
+    def oracle_of(self, outcome) -> str:
+        return "equivalence"
+
+    def finding_details(self) -> dict:
+        rule = self.rule
+        return {"rule": {"name": rule.name, "category": rule.category, "category_title": CATEGORIES[rule.category],
+                         "library": rule.library, "summary": rule.summary, "graph_a": rule.graph_a,
+                         "graph_b": rule.graph_b}}
 
     def render_repro(self, finding, instance, repro_dir):
         from dlci.rules.repro import render_rule_repro
@@ -121,4 +128,4 @@ def describe(rule: Rule) -> dict:
 
 
 __all__ = ["CATEGORIES", "LIBRARIES", "NotApplicable", "RULES", "Rule", "RuleTarget", "all_rules", "describe",
-           "get_rule", "is_rule_target", "register", "rule_targets"]
+           "get_rule", "register", "rule_targets"]

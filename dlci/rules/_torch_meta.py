@@ -20,13 +20,13 @@ _MODULE_TEST = re.compile(r"^module_db:(\S+?)#")
 
 @functools.cache
 def _op_db_index() -> dict:
-    from dlci.sources._torch_testing import op_db
+    from dlci.torch_testing import op_db
     return {(op.name, op.variant_test_name or ""): op for op in op_db()}
 
 
 @functools.cache
 def _module_db_index() -> dict:
-    from dlci.sources._torch_testing import module_db
+    from dlci.torch_testing import module_db
     return {info.name: info for info in module_db()}
 
 
@@ -58,7 +58,7 @@ def supported_dtypes(inst: Instance) -> frozenset[str] | None:
 @functools.cache
 def resolve(path: str):
     """The callable a dotted path names (cached: applicability checks ask for the same ones over and over)."""
-    from dlci.sources._common import resolve as import_dotted
+    from dlci.instance.recipe import resolve as import_dotted
     return import_dotted(path)
 
 
@@ -142,8 +142,8 @@ def homogeneity_probe(inst: Instance) -> str | None:
     if inst.id in _probed:
         return _probed[inst.id]
     import torch
-    from dlci.sources._common import tensor_leaves
-    from dlci.sources.rebuild import torch_call
+    from dlci.instance.recipe import tensor_leaves
+    from dlci.instance.recipe import torch_call
     reason = None
     try:
         with torch.no_grad(), warnings.catch_warnings():
@@ -216,8 +216,8 @@ def selection_probe(inst: Instance, low: str, high: str) -> str | None:
         return _probed[key]
     import copy
     import torch
-    from dlci.sources._common import tensor_leaves
-    from dlci.sources.rebuild import torch_call
+    from dlci.instance.recipe import tensor_leaves
+    from dlci.instance.recipe import torch_call
     lo_t, hi_t = getattr(torch, low), getattr(torch, high)
     reason = None
     try:

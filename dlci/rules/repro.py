@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from dlci.findings.repro import _env, array_code, compare_source, ignored_for, message_key, skip_values_for
+from dlci.findings.repro import template_env, array_code, compare_source, ignored_for, message_key, skip_values_for
 from dlci.instance import Instance
 
 
@@ -14,7 +14,7 @@ def render_rule_repro(finding, inst: Instance, repro_dir: Path) -> Path:
     from dlci.rules import CATEGORIES, get_rule
     from dlci.rules.runner import framework_imports, model_code
     rule = get_rule(finding.target)
-    text = _env().get_template("rules/repro.py.j2").render(
+    text = template_env().get_template("rules/repro.py.j2").render(
         f=_View(finding), rule=rule, category=CATEGORIES[rule.category], inst=inst,
         imports=framework_imports(rule.library), inputs=[array_code(x) for x in inst.input_arrays()],
         call_json=json.dumps(inst.call, default=str), params_json=json.dumps(inst.params, default=str),

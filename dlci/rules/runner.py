@@ -116,7 +116,7 @@ def execute_rule(instance: Instance, target_name: str, *, stage_hook: Callable[[
     from dlci import models
     from dlci.rules import get_rule
     from dlci.targets._common import format_exc
-    from dlci.testcase import _first_lines
+    from dlci.testcase import first_lines
 
     rule = get_rule(target_name)
     out = Outcome(instance_id=instance.id, op=instance.op, target=rule.target, status=PASS)
@@ -126,7 +126,7 @@ def execute_rule(instance: Instance, target_name: str, *, stage_hook: Callable[[
     def done(status=None, stage=None, symptom="", exc: BaseException | None = None, message="") -> Outcome:
         if status is not None:
             out.status, out.stage, out.symptom = status, stage, symptom
-            out.message = _first_lines(str(exc)) if exc is not None else message
+            out.message = first_lines(str(exc)) if exc is not None else message
             if exc is not None:
                 out.traceback = format_exc(exc)
         out.seconds = time.perf_counter() - t0

@@ -44,6 +44,7 @@ class Source:
     framework: str = ""  # torch | onnx | keras
     description: str = ""
     default_limit_per_op: int | None = None
+    bases: tuple[str, ...] = ()  # a derived source: the sources whose instances it varies (derived per operator)
 
     def __init__(self, ops: Iterable[str] | None = None):
         # ``ops``: only harvest these operators (canonical ids like "aten::add" or the library's own names)
@@ -146,15 +147,6 @@ def load_with_stats(name: "str | Source", *, cache_dir=None, limit_per_op: int |
     stats["versions"] = src.library_versions()
     write_cache(meta_path, npz_path, instances, stats)
     return instances, stats
-
-
-def load_harvest(paths: Iterable[str | os.PathLike], *, name: str | None = None, cache_dir=None,
-                 limit_per_op: int | None = None, refresh: bool = False, ops: Iterable[str] | None = None,
-                 **harvest_options) -> list[Instance]:
-    """Instrument the pytest suite at ``paths`` (see :class:`dlci.sources.harvest.Harvest`), cached like :func:`load`."""
-    from dlci.sources.harvest import Harvest
-    src = Harvest(paths=list(paths), name=name, ops=ops, **harvest_options)
-    return load(src, cache_dir=cache_dir, limit_per_op=limit_per_op, refresh=refresh)
 
 
 def _plain(obj):
@@ -267,51 +259,11 @@ def _import_builtin_sources() -> None:
         importlib.import_module(module)
 
 
-__all__ = ["SOURCES", "SOURCE_FORMAT", "DEFAULT_SOURCES", "Source", "register", "load", "load_with_stats", "load_harvest",
-           "summary", "cache_root", "stable_seed", "registry", "gather", "UnknownSource"]
+__all__ = ["SOURCES", "SOURCE_FORMAT", "DEFAULT_SOURCES", "Source", "register", "load", "load_with_stats", "summary",
+           "cache_root", "stable_seed", "registry"]
 
 
 def registry() -> dict[str, type["Source"]]:
     """All registered sources (the built-in ones are imported on first use)."""
     _import_builtin_sources()
     return SOURCES
-
-
-class UnknownSource(KeyError):
-    """A source name that no registered source has."""
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-def gather(names: Iterable[str], wanted_ops: Iterable[str], *, limit_per_op: int | None = None,
-           harvest_paths: Iterable[str] = (), frameworks: Iterable[str] | None = None,
-           progress=lambda msg: None) -> list[Instance]:
-    """The instances of ``wanted_ops`` (operator names in any spelling, or ``all``) from the named sources and from
-    the pytest suites at ``harvest_paths``; ``frameworks``: skip sources of other frameworks. One operator selection
-    for every command: :func:`dlci.operators.select`. Derived sources (boundary, nan_search) derive only the wanted
-    operators."""
-    from dlci import operators
-    registry()
-    names = list(names)
-    unknown = [n for n in names if n not in SOURCES]
-    if unknown:
-        raise UnknownSource(f"unknown source(s) {', '.join(unknown)}; known: {', '.join(sorted(SOURCES))}")
-    wanted = {o.strip() for o in wanted_ops if o.strip()}
-    everything = not wanted or "all" in {w.lower() for w in wanted}
-    canon = set() if everything else {c for o in wanted for c in operators.canonical(o)}
-    fws = set(frameworks) if frameworks is not None else None
-    picked: list[Instance] = []
-    for name in names:
-        src = SOURCES[name]
-        if name == "harvest" or (fws is not None and src.framework not in fws):
-            continue  # harvest needs a suite path (harvest_paths)
-        progress(f"loading source {name} (cached after the first harvest)")
-        ops = sorted(canon) if getattr(src, "bases", ()) and not everything else None
-        found = load(name, limit_per_op=limit_per_op, ops=ops)
-        picked += found if everything else operators.select(found, canon)
-    for path in harvest_paths:
-        progress(f"harvesting operator calls from pytest suite {path}")
-        found = load_harvest([path], limit_per_op=limit_per_op)
-        picked += found if everything else operators.select(found, canon)
-    return picked

@@ -16,12 +16,12 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
 from dlci.instance import Instance, Origin, TensorSpec
-from dlci.sources import Source, register
+from dlci.sources import Source, load, register
 from dlci.sources._common import dist_version
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]  # the directory holding the dlci package
@@ -234,3 +234,11 @@ class KerasTests(Harvest):
         # quantization / LoRA variants rebuild from config only together with their extra state
         kwargs.setdefault("pytest_args", ["-k", "not quantiz and not lora and not int8 and not float8"])
         super().__init__(paths=[root / p for p in subset], ops=ops, **kwargs)
+
+
+def load_harvest(paths: Iterable[str | os.PathLike], *, name: str | None = None, cache_dir=None,
+                 limit_per_op: int | None = None, refresh: bool = False, ops: Iterable[str] | None = None,
+                 **harvest_options) -> list[Instance]:
+    """Instrument the pytest suite at ``paths`` (see :class:`Harvest`), cached like :func:`load`."""
+    src = Harvest(paths=list(paths), name=name, ops=ops, **harvest_options)
+    return load(src, cache_dir=cache_dir, limit_per_op=limit_per_op, refresh=refresh)

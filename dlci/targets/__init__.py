@@ -1,27 +1,33 @@
 """Target registry: each frontend entry point (plus the compiler/runtime behind it) is one target.
 
-``TARGETS`` maps names to Target instances. The built-in target modules, and a project's own (named in
-``$DLCI_TARGET_MODULES``, inherited by the sandboxed workers), register theirs with
-:func:`dlci.targets.base.register` when :func:`registry` imports them. Importing this package imports no framework:
+``TARGETS`` maps names to Target instances. Every module of this package, and a project's own (named in
+``$DLCI_TARGET_MODULES``, inherited by the sandboxed workers), registers its targets with
+:func:`dlci.targets.base.register` when :func:`registry` imports it: a new target is one module here plus its
+reproducer snippet ``dlci/templates/targets/<name>.j2``. Importing this package imports no framework:
 targets import theirs lazily.
 """
 from __future__ import annotations
 
 import importlib
 import os
+import pkgutil
 
 from dlci.errors import UsageError
 from dlci.targets.base import TARGETS, Target, register
 
-BUILTIN_MODULES = ("dlci.targets.tvm", "dlci.targets.openvino", "dlci.targets.onnxruntime",
-                   "dlci.targets.torch_compile", "dlci.targets.tensorflow")
 EXTRA_MODULES_ENV = "DLCI_TARGET_MODULES"  # comma-separated importable modules that register more targets
+
+
+def builtin_modules() -> list[str]:
+    """Every module of this package but the protocol and private helpers: a new target is one new module."""
+    return [f"{__name__}.{m.name}" for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")
+            and m.name != "base"]
 
 
 def registry() -> dict[str, Target]:
     """Every registered target (the built-in modules and $DLCI_TARGET_MODULES are imported on first use)."""
     extra = [m.strip() for m in os.environ.get(EXTRA_MODULES_ENV, "").split(",") if m.strip()]
-    for module in BUILTIN_MODULES + tuple(extra):
+    for module in builtin_modules() + extra:
         importlib.import_module(module)
     return TARGETS
 

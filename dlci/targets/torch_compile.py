@@ -18,7 +18,37 @@ class _Compiled:
         self.fn, self.inputs = fn, inputs
 
 
-def _dynamo_unsupported(e: BaseException) -> bool:
+class DynamoTarget(Target):
+    """A torch.compile backend: ``convert`` wraps the module (dynamo reset first: no guards or graphs left over from
+    the previous test), the first call compiles, later calls run the compiled code."""
+    frameworks = ("torch",)
+    form = "torch_module"
+    package = "torch"
+
+    def backend(self) -> tuple[str, dict]:
+        """(backend name, keyword arguments of torch.compile)."""
+        raise NotImplementedError
+
+    def convert(self, module: Any, inputs: Sequence[np.ndarray]) -> Any:
+        import torch
+        import torch._dynamo
+        torch._dynamo.reset()
+        backend, kwargs = self.backend()
+        return _Compiled(torch.compile(module, backend=backend, **kwargs), inputs)
+
+    def compile(self, c: _Compiled) -> Any:
+        import torch
+        with torch.no_grad():
+            c.fn(*[np_to_torch(x) for x in c.inputs])  # dynamo and the backend compile on the first call
+        return c
+
+    def run(self, c: _Compiled, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        import torch
+        with torch.no_grad():
+            return flatten_outputs(c.fn(*[np_to_torch(x) for x in inputs]))
+
+
+def dynamo_unsupported(e: BaseException) -> bool:
     try:
         from torch._dynamo.exc import Unsupported
     except ImportError:
@@ -27,41 +57,21 @@ def _dynamo_unsupported(e: BaseException) -> bool:
 
 
 @register
-class TorchCompile(Target):
+class TorchCompile(DynamoTarget):
     name = "torch.compile"
-    frameworks = ("torch",)
-    form = "torch_module"
-    package = "torch"
     modules = ("torch._dynamo", "torch._inductor", "torch._functorch", "torch.fx")
     reaches = ("pytorch:eager", "pytorch:dynamo", "pytorch:decompositions", "pytorch:inductor", "pytorch:inductor.cpp")
     test_style = "pytorch"
 
     def is_unsupported(self, exc: BaseException, stage: str) -> bool:
-        # fullgraph=True turns a graph break (an op dynamo cannot trace) into torch._dynamo.exc.Unsupported;
-        # data-dependent control flow (`if (var < 0).any()`) cannot be captured in one graph either
-        return any(_dynamo_unsupported(e) or "Could not guard on data-dependent expression" in str(e)
+        return any(dynamo_unsupported(e) or "Could not guard on data-dependent expression" in str(e)
                    for e in chain(exc))
 
-    def convert(self, module: Any, inputs: Sequence[np.ndarray]) -> Any:
-        import torch
-        import torch._dynamo
+    def backend(self) -> tuple[str, dict]:
         import torch._inductor.config as cfg
-        torch._dynamo.reset()  # no guards/graphs left over from the previous test
         cfg.compile_threads = 1
         cfg.fallback_random = True  # eager RNG: random ops then match the seeded reference
-        # fullgraph: a graph break would silently run the op in eager mode and test nothing
-        return _Compiled(torch.compile(module, backend="inductor", fullgraph=True), inputs)
-
-    def compile(self, c: _Compiled) -> Any:
-        import torch
-        with torch.no_grad():
-            c.fn(*[np_to_torch(x) for x in c.inputs])  # dynamo and inductor compile on the first call
-        return c
-
-    def run(self, c: _Compiled, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        import torch
-        with torch.no_grad():
-            return flatten_outputs(c.fn(*[np_to_torch(x) for x in inputs]))
+        return "inductor", {"fullgraph": True}
 
 
 @register
@@ -82,7 +92,7 @@ class TorchONNX(Target):
             # DispatchError: "No ONNX function found for <OpOverload(op='aten.kthvalue', ...)>"
             if name == "DispatchError" or "No ONNX function found" in msg or "Unsupported FX nodes" in msg:
                 return True
-            if _dynamo_unsupported(e):  # torch.export could not capture the call: nothing to convert
+            if dynamo_unsupported(e):  # torch.export could not capture the call: nothing to convert
                 return True
             # data-dependent output shapes (ctc_loss, nonzero, ...) cannot be exported statically
             if name in ("DynamicOutputShapeException", "DataDependentOutputException",

@@ -1,0 +1,52 @@
+"""One test campaign: instances × targets within a budget, to confirmed findings with reproducers.
+
+:func:`run` composes the stages of :mod:`dlci.campaign.stages` for an explicit run (``dlci test``, ``dlci rules``);
+``dlci.scan`` composes the same stages for a pull request. Whatever happens (budget, SIGTERM, dead workers, an
+internal error), what was gathered is written out: findings.json, report.md, results.jsonl and repro/.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from dlci.campaign import stages
+from dlci.campaign.options import FAIL_ON, RunOptions
+from dlci.campaign.state import Campaign
+from dlci.campaign.stages import Route, Test
+from dlci.instance import Instance
+from dlci.report.document import Report
+
+
+def run(instances: Sequence[Instance], targets: dict, options: RunOptions, *, route: stages.Route | None = None
+        ) -> Report:
+    """Run a campaign and write its report into ``options.out``. ``route``: the targets each instance goes to
+    (default: every target that accepts its framework)."""
+    out = options.out
+    (out / "repro").mkdir(parents=True, exist_ok=True)
+    campaign = Campaign({i.id: i for i in instances}, dict(targets))
+    tests = stages.plan(instances, campaign.targets, route=route)
+    try:
+        with stages.open_engine(options, campaign.targets) as engine:
+            stages.execute(campaign, tests, engine, options)
+            if options.reduce and not campaign.interrupted:
+                stages.reduce(campaign, engine, options)
+    except BaseException:
+        # an internal error must not lose what was gathered: write the partial report, then fail loudly
+        campaign.interrupted = True
+        stages.report(campaign, stages.collect(campaign)).write(out)
+        raise
+    return publish(campaign, stages.collect(campaign), options)
+
+
+def publish(campaign: Campaign, findings: list, options: RunOptions, *, env: dict | None = None,
+            pr: dict | None = None) -> Report:
+    """Write the findings, then their reproducers (run alone when asked), then the final report with the known
+    issues marked. The first write means a crash while reproducing loses nothing."""
+    stages.report(campaign, findings, pr=pr).write(options.out)
+    reported, unreproduced = stages.reproduce(findings, campaign, options, env=env)
+    report = stages.report(campaign, reported, unreproduced=unreproduced, pr=pr)
+    report.mark_known(options.known)
+    report.write(options.out)
+    return report
+
+
+__all__ = ["Campaign", "FAIL_ON", "Report", "Route", "RunOptions", "Test", "publish", "run", "stages"]

@@ -1,0 +1,325 @@
+"""The stages of a campaign, each a function with typed input and output:
+
+plan -> execute (every failure re-run once before it counts: confirm) -> reduce -> collect (confirmed signatures
+become findings) -> [attribute: PR mode, dlci.scan] -> reproduce (reproducers rendered and run alone) -> report.
+
+``dlci.campaign.run`` composes them for an explicit run; ``dlci.scan`` composes them with its own planner, the
+head revision's environment and base attribution.
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence
+
+from dlci.campaign.options import RunOptions
+from dlci.campaign.state import Campaign
+from dlci.exec import Engine, Job
+from dlci.findings import Finding
+from dlci.instance import Instance
+from dlci.outcome import INCONSISTENT, Outcome
+from dlci.plan import balanced
+from dlci.report.document import Report
+
+Route = Callable[[Instance], Iterable[str]]  # instance -> the targets it goes to
+
+
+@dataclass(frozen=True)
+class Test:
+    instance: Instance
+    target: str
+
+
+def plan(instances: Sequence[Instance], targets: dict, *, order: Callable[[Sequence[Instance]], list] | None = None,
+         route: Route | None = None) -> list[Test]:
+    """The tests to run, most valuable first: the instances in OPERA's diversity order (or ``order``'s), each on the
+    targets that accept its framework (and, with ``route``, that it is sent to)."""
+    tests = []
+    for inst in (order or balanced)(list(instances)):
+        wanted = set(route(inst)) if route else None
+        for name, target in targets.items():
+            if inst.framework in target.frameworks and (wanted is None or name in wanted):
+                tests.append(Test(inst, name))
+    return tests
+
+
+def open_engine(options: RunOptions, targets: dict, *, env: dict | None = None, log_dir: Path | None = None) -> Engine:
+    """The sandboxed workers a campaign runs in (``env``: the revision's environment in PR mode)."""
+    warm = sorted({m for t in targets.values() for m in t.warm_imports})
+    return Engine(workers=options.workers, timeout=options.timeout, memory_mb=options.memory_mb, warm_imports=warm,
+                  env=env, log_dir=str(log_dir or options.out / "logs"))
+
+
+def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: RunOptions, *,
+            trace_files: tuple[str, ...] = ()) -> None:
+    """Run the tests until the budget ends, streaming every outcome to results.jsonl; a failure is re-run once
+    (another instance of its signature if that flakes) before it counts, its confirmation jumping the queue.
+    Confirmations still owed when the budget ends get a short grace. ``trace_files``: converter files whose lines
+    are recorded while converting (PR mode)."""
+    say = options.progress
+    confirm_queue: deque = deque()
+    pending_confirm: dict[str, str] = {}  # job id -> signature
+    seq = 0
+
+    def confirm_jobs() -> Iterator[Job]:
+        nonlocal seq
+        while confirm_queue:
+            sig = confirm_queue.popleft()
+            o = campaign.next_confirm_outcome(sig)
+            target = campaign.targets[o.target]
+            seq += 1
+            job = Job(id=f"confirm{seq}:{o.instance_id}@{o.target}", func=target.job_func,
+                      args=(campaign.instances[o.instance_id], o.target), instance_id=o.instance_id, op=o.op,
+                      target=o.target, affinity=f"confirm:{o.instance_id}", timeout=target.timeout)
+            pending_confirm[job.id] = sig
+            yield job
+
+    def jobs() -> Iterator[Job]:
+        nonlocal seq
+        for test in tests:
+            yield from confirm_jobs()
+            target = campaign.targets[test.target]
+            seq += 1
+            yield Job(id=f"t{seq}:{test.instance.id}@{test.target}", func=target.job_func,
+                      args=(test.instance, test.target, tuple(trace_files)), instance_id=test.instance.id,
+                      op=test.instance.op, target=test.target, affinity=test.instance.id, timeout=target.timeout)
+        yield from confirm_jobs()
+
+    last_progress = [0.0]
+    with open(options.out / "results.jsonl", "a", encoding="utf-8") as results:
+        def on_result(job: Job, result: dict) -> None:
+            outcome = Outcome.from_dict(result)
+            sig = pending_confirm.pop(job.id, None)
+            results.write(json.dumps({"job": job.id, "confirming": sig, **outcome.to_dict()}, default=str) + "\n")
+            results.flush()
+            need = campaign.record(outcome, sig)
+            if need is not None:
+                confirm_queue.append(need)
+            now = time.monotonic()
+            if now - last_progress[0] > 5:
+                last_progress[0] = now
+                st = campaign.stats()
+                say(f"[{st['seconds']:.0f}s] {st['tests_run']} tests, {st['tests_valid']} valid, "
+                    f"{len(campaign.failures)} failure signatures, {len(campaign.confirmed())} confirmed")
+
+        budget = options.budget or 0.0
+        info = engine.run(jobs(), on_result, deadline=time.monotonic() + budget)
+        campaign.interrupted = _cancelled(info)
+        # confirmation jobs the engine pulled but never dispatched (deadline) are owed again
+        confirm_queue.extend(pending_confirm.values())
+        pending_confirm.clear()
+        if confirm_queue and not campaign.interrupted:
+            say(f"confirming {len(confirm_queue)} failure signature(s) after the budget")
+            more = engine.run(confirm_jobs(), on_result, deadline=time.monotonic() + max(60.0, 0.1 * budget))
+            campaign.interrupted = _cancelled(more)
+        campaign.engine_info = _info_dict(info)
+
+
+def _cancelled(info) -> bool:
+    return getattr(info, "reason", None) in ("SIGTERM", "SIGINT")
+
+
+def _info_dict(info) -> dict:
+    d = getattr(info, "__dict__", {}) or {}
+    return {k: v for k, v in d.items() if isinstance(v, (int, float, bool, str, list, dict))}
+
+
+def reduce(campaign: Campaign, engine: Engine, options: RunOptions) -> None:
+    """Shrink each confirmed signature's representative while it still fails the same way (same signature), in
+    the campaign's own workers; a reduced instance that fails again on its confirmation run replaces it."""
+    from dlci.reduce import engine_runner, reduce_instance
+    seconds = options.seconds_to_reduce(options.budget or 0.0)
+    for sig in campaign.confirmed():
+        if campaign.interrupted:
+            return
+        rep = campaign.representative(sig)
+        target = campaign.targets[rep.target]
+        red = reduce_instance(campaign.instances[rep.instance_id], rep.target, sig,
+                              run=engine_runner(engine, rep.target, options.timeout, func=target.job_func),
+                              modules=target.modules, budget=seconds)
+        campaign.reductions[sig] = red
+        if red.confirmed and red.changed and red.outcome:
+            campaign.instances[red.reduced.id] = red.reduced
+            campaign.failures[sig].append(Outcome.from_dict(red.outcome))
+            ops = (f"{red.before['operators']} -> {red.after.get('operators')} operators, "
+                   if red.before.get("operators", 1) != red.after.get("operators", 1) else "")
+            options.progress(f"reduced {rep.op} on {rep.target}: {ops}{red.before.get('elements')} -> "
+                             f"{red.after.get('elements')} elements in {red.seconds:.0f} s"
+                             + (f"; parameters that matter: {', '.join(red.params_that_matter)}"
+                                if red.params_that_matter else ""))
+
+
+def collect(campaign: Campaign) -> list[Finding]:
+    """One finding per confirmed signature, represented by its reduced instance when the reduction held (else the
+    smallest instance); failures an exporter shows identically are the exporter's (see attribute_to_exporter)."""
+    findings: list[Finding] = []
+    for sig in campaign.confirmed():
+        outcomes = campaign.steady_outcomes(sig)
+        red = campaign.reductions.get(sig)
+        if red is not None and red.confirmed and red.changed and red.outcome:
+            rep = Outcome.from_dict(red.outcome)  # the reduced instance, with the message it failed with
+        else:
+            rep = campaign.representative(sig)
+        inst = campaign.instances[rep.instance_id]
+        target = campaign.targets[rep.target]
+        findings.append(Finding(
+            id=f"F{len(findings) + 1:03d}", oracle=target.oracle_of(rep), operator=rep.op, target=rep.target,
+            target_version=target.version(), symptom=rep.symptom, stage=rep.stage, signature=sig,
+            message=rep.message[:2000], instance_id=rep.instance_id, origin=inst.origin.__dict__,
+            distance=rep.distance, traceback=rep.traceback[-4000:], log=rep.log[-2000:],
+            instances=sorted({o.instance_id for o in outcomes}), operators=sorted({o.op for o in outcomes}),
+            confirmed=True, reduction=_reduction_summary(red), **target.finding_details()))
+    return attribute_to_exporter(findings, campaign)
+
+
+def _same_failure(a: Outcome, b: Outcome) -> bool:
+    if a.status != b.status or a.symptom != b.symptom:
+        return False
+    if a.status == INCONSISTENT:  # the very same wrong numbers, not just the same kind of mismatch
+        da, db = a.distance or {}, b.distance or {}
+        return da.get("output") == db.get("output") and abs(da.get("max_abs", 0) - db.get("max_abs", 0)) <= \
+            1e-6 * max(1.0, abs(da.get("max_abs", 0)))
+    return True
+
+
+def attribute_to_exporter(findings: list[Finding], campaign: Campaign) -> list[Finding]:
+    """A failure that a target shows on instances it received through an exporter (torch -> torch.onnx ->
+    tvm.from_onnx), and that the exporter target shows identically on the same instances, is the exporter's: fold
+    it into the exporter's finding."""
+    failed: dict[tuple[str, str], Outcome] = {}  # (target, instance id) -> its failure
+    for outcomes in campaign.failures.values():
+        for o in outcomes:
+            failed[(o.target, o.instance_id)] = o
+    by_sig = {f.signature: f for f in findings}
+    kept = []
+    for f in findings:
+        exporter = campaign.targets[f.target].exporters.get(campaign.instances[f.instance_id].framework)
+        if exporter in campaign.targets:
+            mine = campaign.failures[f.signature]
+            theirs = [failed.get((exporter, o.instance_id)) for o in mine]
+            if all(t is not None and _same_failure(o, t) for o, t in zip(mine, theirs)):
+                owner = by_sig.get(campaign.signature(theirs[0]))
+                if owner is not None:
+                    owner.also_in = sorted(set(owner.also_in) | {f.target})
+                    continue
+        kept.append(f)
+    return kept
+
+
+def _reduction_summary(red) -> dict | None:
+    if red is None:
+        return None
+    return {"confirmed": red.confirmed, "changed": red.changed, "from_instance": red.original.id,
+            "before": red.before, "after": red.after, "params_that_matter": list(red.params_that_matter),
+            "steps": len(red.steps), "tried": red.tried, "seconds": round(red.seconds, 1)}
+
+
+# -- reproduce --------------------------------------------------------------------------------------------------
+
+def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, *,
+              env: dict | None = None) -> tuple[list[Finding], list[dict]]:
+    """Render each finding's standalone reproducer (and its test in the target repository's style) and, unless
+    told not to, run it alone in a fresh interpreter (``env``: the revision's environment). A finding whose
+    reproducer does not reproduce is not reported: it comes back in the second list (for triage), its scripts
+    moved to repro/unreproduced/. The reported findings are renumbered F001... and their scripts re-rendered."""
+    from dlci.findings.repro import check_repro
+    out = options.out
+    (out / "repro").mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for f in findings:
+        try:
+            paths[f.id] = _render(f, campaign, out)
+            f.repro = str(paths[f.id].relative_to(out))
+        except Exception as e:  # a recipe the renderer cannot express: reported, never fatal
+            f.repro, f.repro_checked = "", False
+            f.message += f"\n(dlci could not render a reproducer: {type(e).__name__}: {e})"
+        _render_test_style(f, campaign, options)
+    unreproduced: list[dict] = []
+    if options.check_repros and not campaign.interrupted:
+        def check(finding: Finding) -> None:
+            if finding.id not in paths:
+                return
+            finding.repro_checked = check_repro(paths[finding.id], env=env)
+            if finding.test_style_repro:
+                from dlci.findings.test_style import check_test, pytest_available
+                if pytest_available():  # the standalone script alone decides whether a finding is reported
+                    finding.test_style_checked = check_test(out / finding.test_style_repro, env=env)
+            options.progress(f"reproducer {finding.repro}: "
+                             f"{'reproduces' if finding.repro_checked else 'does NOT reproduce alone'}")
+
+        with ThreadPoolExecutor(max(1, options.workers)) as pool:  # as many at once as there were workers
+            list(pool.map(check, findings))
+        unreproduced = [f.to_dict() for f in findings if f.repro_checked is False]
+        findings = [f for f in findings if f.repro_checked is not False]
+    for f in unreproduced:  # their scripts (and test-style tests) stay for triage, under a name that says so
+        for key in ("repro", "test_style_repro"):
+            if f[key] and (out / f[key]).exists():
+                src = out / f[key]
+                dest = out / "repro" / "unreproduced" / src.name
+                dest.parent.mkdir(exist_ok=True)
+                src.rename(dest)
+                if src.with_suffix(".log").exists():
+                    src.with_suffix(".log").rename(dest.with_suffix(".log"))
+                f[key] = str(dest.relative_to(out))
+    for n, finding in enumerate(findings, start=1):
+        _renumber(finding, f"F{n:03d}", campaign, options)
+    return findings, unreproduced
+
+
+def _renumber(finding: Finding, new_id: str, campaign: Campaign, options: RunOptions) -> None:
+    """Give a finding its final id; its scripts name the id, so they are rendered again under the new name."""
+    out = options.out
+    old_id, finding.id = finding.id, new_id
+    if not finding.repro or old_id == new_id:
+        return
+    old_path = out / finding.repro
+    new_path = _render(finding, campaign, out)
+    old_path.unlink()
+    if old_path.with_suffix(".log").exists():
+        old_path.with_suffix(".log").rename(new_path.with_suffix(".log"))
+    finding.repro = str(new_path.relative_to(out))
+    if finding.test_style_repro:
+        old_test = out / finding.test_style_repro
+        _render_test_style(finding, campaign, options)
+        if old_test.exists() and out / finding.test_style_repro != old_test:
+            old_test.unlink()
+            if old_test.with_suffix(".log").exists():
+                old_test.with_suffix(".log").rename((out / finding.test_style_repro).with_suffix(".log"))
+
+
+def _render(finding: Finding, campaign: Campaign, out: Path) -> Path:
+    return campaign.targets[finding.target].render_repro(finding, campaign.instances[finding.instance_id],
+                                                         out / "repro")
+
+
+def _render_test_style(finding: Finding, campaign: Campaign, options: RunOptions) -> None:
+    """The reproducer again, as a test in the target repository's own style (never fatal: the script is what
+    counts)."""
+    from dlci.findings.test_style import render_test
+    target = campaign.targets[finding.target]
+    try:
+        path = render_test(finding, campaign.instances[finding.instance_id], options.out / "repro" / "tests",
+                           style=target.test_style, form=target.form)
+    except Exception as e:
+        finding.test_style_repro, finding.test_style_checked = "", None
+        options.progress(f"no test-style reproducer for {finding.id}: {type(e).__name__}: {e}")
+        return
+    if path is not None:
+        finding.test_style = target.test_style
+        finding.test_style_repro = str(path.relative_to(options.out))
+
+
+# -- report -----------------------------------------------------------------------------------------------------
+
+def report(campaign: Campaign, findings: list[Finding], *, unreproduced: list[dict] | None = None,
+           pr: dict | None = None) -> Report:
+    """The findings document of the campaign as it stands."""
+    stats = campaign.stats()
+    if unreproduced is not None:
+        stats["unreproduced"] = [{k: f[k] for k in ("operator", "target", "symptom", "signature", "repro")}
+                                 for f in unreproduced]
+    return Report(findings=list(findings), stats=stats, pr=pr)

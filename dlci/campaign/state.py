@@ -1,0 +1,111 @@
+"""What a campaign has gathered so far: counts, failures by signature, confirmations, coverage, reductions."""
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from dlci import findings as F
+from dlci.instance import Instance
+from dlci.outcome import CRASH, INCONSISTENT, STATUSES, Outcome
+
+CONFIRM_TRIES = 2  # instances tried per signature before a failure is called flaky
+
+
+@dataclass
+class Campaign:
+    instances: dict[str, Instance]
+    targets: dict[str, object]  # name -> dlci.targets.base.Target
+    started: float = field(default_factory=time.time)
+    counts: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
+    stage_seconds: Counter = field(default_factory=Counter)
+    test_seconds: float = 0.0
+    failures: dict[str, list[Outcome]] = field(default_factory=lambda: defaultdict(list))  # signature -> outcomes
+    confirm_state: dict[str, str] = field(default_factory=dict)  # signature -> pending|confirmed|flaky
+    confirm_tries: Counter = field(default_factory=Counter)
+    flaky: list[dict] = field(default_factory=list)
+    interrupted: bool = False
+    engine_info: dict = field(default_factory=dict)
+    coverage: dict[tuple[str, str], dict] = field(default_factory=dict)  # (instance id, target) -> file -> lines
+    first_confirmed_at: float | None = None  # epoch seconds: when the first failure was confirmed
+    reductions: dict[str, object] = field(default_factory=dict)  # signature -> dlci.reduce.Reduction
+    confirmed_at: dict[str, float] = field(default_factory=dict)  # signature -> epoch seconds of its confirmation
+
+    def signature(self, outcome: Outcome) -> str:
+        return F.signature(outcome, self.targets[outcome.target].modules)
+
+    # -- results ------------------------------------------------------------------------------------------------
+    def record(self, outcome: Outcome, confirming: str | None) -> str | None:
+        """Account one outcome; returns a signature that needs a confirmation run, if any."""
+        if confirming is not None:
+            return self._confirmed(confirming, outcome)
+        self.counts[outcome.target][outcome.status] += 1
+        if outcome.coverage:
+            self.coverage[(outcome.instance_id, outcome.target)] = outcome.coverage
+        self.test_seconds += outcome.seconds
+        for stage, secs in (outcome.timings or {}).items():
+            self.stage_seconds[stage] += secs
+        if not F.is_failure(outcome):
+            return None
+        sig = self.signature(outcome)
+        self.failures[sig].append(outcome)
+        if sig not in self.confirm_state:
+            self.confirm_state[sig] = "pending"
+            self.confirm_tries[sig] += 1
+            return sig
+        return None
+
+    def _confirmed(self, sig: str, rerun: Outcome) -> str | None:
+        if F.is_failure(rerun) and self.signature(rerun) == sig:
+            self.confirm_state[sig] = "confirmed"
+            self.confirmed_at[sig] = time.time()
+            self.first_confirmed_at = self.first_confirmed_at or self.confirmed_at[sig]
+            return None
+        # did not fail the same way: try another instance with this signature, else call it flaky
+        self.flaky.append({"signature": sig, "instance_id": rerun.instance_id, "rerun_status": rerun.status,
+                           "rerun_symptom": rerun.symptom})
+        tried = {o.instance_id for o in self.failures[sig][:self.confirm_tries[sig]]}
+        others = [o for o in self.failures[sig] if o.instance_id not in tried]
+        if others and self.confirm_tries[sig] < CONFIRM_TRIES:
+            self.confirm_tries[sig] += 1
+            return sig
+        self.confirm_state[sig] = "flaky"
+        return None
+
+    def next_confirm_outcome(self, sig: str) -> Outcome:
+        return self.failures[sig][self.confirm_tries[sig] - 1]
+
+    def confirmed(self) -> list[str]:
+        return [sig for sig, state in self.confirm_state.items() if state == "confirmed"]
+
+    def steady_outcomes(self, sig: str) -> list[Outcome]:
+        """The outcomes of a signature whose instances did not flake (all of them when every one did)."""
+        flaky_ids = {f["instance_id"] for f in self.flaky if f["signature"] == sig}
+        return [o for o in self.failures[sig] if o.instance_id not in flaky_ids] or self.failures[sig]
+
+    def representative(self, sig: str) -> Outcome:
+        """The smallest instance that hit this signature (and did not flake) makes the most readable reproducer."""
+        return min(self.steady_outcomes(sig), key=lambda o: self.instances[o.instance_id].size())
+
+    # -- summary ------------------------------------------------------------------------------------------------
+    def stats(self) -> dict:
+        per_target = {t: {s: c.get(s, 0) for s in STATUSES} for t, c in sorted(self.counts.items())}
+        run = sum(sum(c.values()) for c in self.counts.values())
+        valid = sum(c.get("pass", 0) + c.get(CRASH, 0) + c.get(INCONSISTENT, 0) for c in self.counts.values())
+        inside = sum(self.stage_seconds.get(s, 0.0) for s in ("convert", "compile", "run"))
+        return {
+            "tests_run": run,
+            "tests_valid": valid,
+            "seconds": round(time.time() - self.started, 2),
+            "per_target": per_target,
+            "operators": len({i.op for i in self.instances.values()}),
+            "instances": len(self.instances),
+            "stage_seconds": {k: round(v, 3) for k, v in sorted(self.stage_seconds.items())},
+            "share_in_targets": round(inside / self.test_seconds, 3) if self.test_seconds else None,
+            "signatures": dict(Counter(self.confirm_state.values())),
+            "flaky": self.flaky,
+            "interrupted": self.interrupted,
+            "first_confirmed_at": self.first_confirmed_at,
+            "confirmed_at": dict(self.confirmed_at),
+            "engine": self.engine_info,
+        }

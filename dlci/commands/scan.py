@@ -1,0 +1,37 @@
+"""`dlci scan`: one pull request, end to end (dlci.scan); without --repo, a bundled sample PR."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from dlci.commands.common import RunOptionsGroup, exit_code, say, split
+
+NAME = "scan"
+HELP = "test a pull request: diff -> operators -> head run -> base attribution"
+DESCRIPTION = ("Without --repo, scans a bundled sample PR (a TVM-shaped repository built from the installed TVM with "
+               "one realistic converter edit).")
+RUN = RunOptionsGroup(budget=None, fail_on="new", budget_help="seconds for the whole scan (default: .dlci.yml or 300)")
+
+
+def add_arguments(parser) -> None:
+    from dlci.samples import DEFAULT, SAMPLES
+    parser.add_argument("--repo", default=None, help="git repository of the project under test")
+    parser.add_argument("--base", default="HEAD~1", help="base revision; the merge base with --head is used")
+    parser.add_argument("--head", default="HEAD", help="head revision (the PR)")
+    parser.add_argument("--sample", default=DEFAULT, choices=sorted(SAMPLES), help="bundled sample PR when no --repo")
+    parser.add_argument("--targets", help="comma-separated targets (default: those the touched converters reach)")
+    RUN.add_to(parser)
+
+
+def run(args) -> int:
+    from dlci import scan
+    options = RUN.parse(args)
+    if args.repo is None:  # the bundled sample PR: a TVM-shaped repo with one realistic converter edit
+        from dlci import samples
+        repo, base, head = samples.build(args.sample, options.out / "sample-pr")
+        say(f"sample PR {args.sample!r}: {samples.SAMPLES[args.sample].title} (repo {repo}, base {base[:12]}, "
+            f"head {head[:12]})")
+    else:
+        repo, base, head = Path(args.repo), args.base, args.head
+    report = scan.scan(scan.ScanRequest(repo=repo, base=base, head=head,
+                                        targets=split(args.targets) if args.targets else None, options=options))
+    return exit_code(report, options)

@@ -1,0 +1,48 @@
+"""`dlci test`: explicit operators (or whole models) through explicit targets, no diff."""
+from __future__ import annotations
+
+from dlci.commands.common import RunOptionsGroup, exit_code, say, split
+from dlci.errors import UsageError
+
+NAME = "test"
+HELP = "run explicit operators through targets (no diff)"
+RUN = RunOptionsGroup(budget=300.0, fail_on="any")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--ops", default="all", help="comma-separated operators (aten::elu, elu, onnx::Relu, ...) or all")
+    parser.add_argument("--targets", default="all", help="comma-separated target names or all")
+    parser.add_argument("--harvest", action="append", help="also harvest operator calls from this pytest suite path")
+    parser.add_argument("--model", action="append", help="an ONNX model file to test whole (repeatable); a failure is "
+                                                         "reduced to the operators it needs")
+    parser.add_argument("--inputs", help="with --model: input values as .npz keyed by graph input name")
+    parser.add_argument("--seed", type=int, default=0, help="with --model: seed of the drawn input values")
+    RUN.add_to(parser)
+
+
+def run(args) -> int:
+    from dlci import campaign, sources, targets
+    from dlci.sources.model_file import model_instance
+    from dlci.sources.selection import gather
+    options = RUN.parse(args)
+    chosen = targets.select(args.targets)
+    frameworks = {f for t in chosen.values() for f in t.frameworks}
+    names = options.sources or list(sources.DEFAULT_SOURCES)
+    instances = [model_instance(path, args.inputs, args.seed) for path in args.model or []]
+    if not args.model or args.ops != "all":
+        instances += gather(names, split(args.ops), limit_per_op=options.limit_per_op,
+                            harvest_paths=_existing(args.harvest or []), frameworks=frameworks, progress=say)
+    if not instances:
+        raise UsageError(f"no instance of the operators {args.ops!r} in sources {', '.join(names)} "
+                         "(see `dlci sources --verbose`)")
+    say(f"{len(instances)} instances of {len({i.op for i in instances})} operators; targets: {', '.join(chosen)}; "
+        f"budget {options.budget:.0f} s; output {options.out}")
+    return exit_code(campaign.run(instances, chosen, options), options)
+
+
+def _existing(paths: list[str]) -> list[str]:
+    from pathlib import Path
+    missing = [p for p in paths if not Path(p).exists()]
+    if missing:
+        raise UsageError(f"--harvest path does not exist: {', '.join(missing)}")
+    return paths

@@ -1,0 +1,181 @@
+"""`dlci scan`: one pull request, end to end.
+
+diff (merge base..head) -> profiles map changed code to operators and converters -> the migrated instances of those
+operators, each sent only to the targets that reach the changed converter -> run on the head revision's own code
+(every failure re-run before it counts; converter lines traced while converting) -> each confirmed finding re-run on
+the base revision (new in the PR, or already on base) -> reproducers checked on head (must fail) and base (should
+pass) -> findings.json / report.md with the touched operators, the file:line that selected each, and the changed
+lines no instance reached.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from dlci.campaign import Campaign, RunOptions, publish, stages
+from dlci.config import CONFIG_FILE, Config, ConfigError
+from dlci.report.document import Report
+from dlci.scan import attribution, coverage, selection
+
+DEFAULT_BUDGET = 300.0
+
+
+@dataclass
+class ScanRequest:
+    repo: Path
+    base: str
+    head: str
+    options: RunOptions                # options.budget None: .dlci.yml's budget, else DEFAULT_BUDGET
+    targets: list[str] | None = None   # explicit --targets (intersected with what the diff reaches)
+
+
+def scan(req: ScanRequest) -> Report:
+    """Run the scan and write its report into ``req.options.out``."""
+    from dlci import operators, profiles
+    from dlci.checkout import Checkout
+    from dlci.diff import GitRepo
+
+    t0 = time.time()
+    say = req.options.progress
+    out = req.options.out
+    out.mkdir(parents=True, exist_ok=True)
+    repo = GitRepo(req.repo, req.base, req.head)
+    config = Config.parse(repo.text(CONFIG_FILE, "head"), f"{CONFIG_FILE} at {repo.head[:12]}")
+    # the run options, completed from .dlci.yml where the command line left them open
+    options = dataclasses.replace(req.options, budget=req.options.budget or config.budget or DEFAULT_BUDGET,
+                                  sources=req.options.sources or config.sources or None,
+                                  limit_per_op=req.options.limit_per_op or config.limit_per_op,
+                                  known=list(req.options.known) + config.known())
+    try:
+        analysis = profiles.analyse(repo, only=config.profiles or None)
+    except KeyError as e:
+        raise ConfigError(str(e).strip("'\"")) from None
+    repo.last_diff = analysis.diff  # computed once; later steps read it from here
+    ops_doc = analysis.to_dict()
+    (out / "ops.json").write_text(json.dumps(ops_doc, indent=2) + "\n")
+    say(f"diff {repo.base[:12]}..{repo.head[:12]}: {ops_doc['files_changed']} files, {ops_doc['lines_changed']} "
+        f"lines; profiles {', '.join(analysis.profiles) or '-'}; {len(ops_doc['operators'])} operators touched "
+        f"({analysis.seconds:.2f} s)")
+    pr = {"repo": str(repo.path), "base": repo.base, "base_ref": req.base, "head": repo.head,
+          "config": config.source, "profiles": analysis.profiles, "touched": ops_doc["touches"],
+          "unmapped": ops_doc["unmapped"], "diff_notes": ops_doc["notes"], "nothing_to_test": None}
+
+    def nothing_to_test(reason: str) -> Report:
+        pr["nothing_to_test"] = reason
+        stats = {"tests_run": 0, "tests_valid": 0, "seconds": round(time.time() - t0, 2), "per_target": {},
+                 "operators": 0, "instances": 0}
+        report = Report(findings=[], stats=stats, pr=pr)
+        report.write(out)
+        say(f"nothing to test: {reason}")
+        return report
+
+    if not analysis.touches:
+        return nothing_to_test("the diff touches no operator converter that a profile recognises")
+
+    chosen, want = _targets(analysis, config, req, pr)
+    if not chosen:
+        return nothing_to_test(f"the touched converters are reached by target(s) "
+                               f"{', '.join(sorted({x for t in analysis.touches for x in t.targets})) or '-'}, "
+                               "none of which is installed or selected here")
+    pr["operators"] = sorted(want)
+    from dlci import sources
+    from dlci.sources.selection import gather
+    frameworks = {f for t in chosen.values() for f in t.frameworks}
+    instances = gather(options.sources or sources.DEFAULT_SOURCES, sorted(want),
+                               limit_per_op=options.limit_per_op, frameworks=frameworks, progress=say)
+    pr["instances_selected"] = len(instances)
+    if not instances:
+        pr["test_gap"] = "no migrated instance exists for the touched operators"
+        return nothing_to_test(f"no migrated instance of the touched operators ({', '.join(sorted(want))})")
+
+    def route(inst):
+        return {x for c in operators.instance_ops(inst.op) & want.keys() for x in want[c]}
+
+    workdir = Path(tempfile.mkdtemp(prefix="dlci-scan-"))
+    checkouts: dict[str, Checkout] = {}
+    try:
+        say(f"checking out head {repo.head[:12]} (git worktree)")
+        head = checkouts["head"] = Checkout.create(repo.path, repo.head, workdir, "head")
+        head.prepare(config)
+        defaults = selection.runtime_defaults(analysis.profiles)
+        head_env = head.env(config, *defaults)
+        converter_files = selection.converter_files(analysis)
+        trace = tuple(str((head.path / f).resolve()) for f in converter_files)
+        cache = coverage.CoverageCache()
+        say(f"{len(instances)} instances of {len({i.op for i in instances})} operators -> "
+            f"{', '.join(chosen)}; budget {options.budget:.0f} s")
+
+        campaign = Campaign({i.id: i for i in instances}, dict(chosen))
+        tests = stages.plan(instances, campaign.targets, route=route,
+                            order=coverage.edited_lines_first(repo, converter_files, cache))
+        (out / "repro").mkdir(parents=True, exist_ok=True)
+        try:
+            with stages.open_engine(options, campaign.targets, env=head_env) as engine:
+                stages.execute(campaign, tests, engine, options, trace_files=trace)
+                if options.reduce and not campaign.interrupted:
+                    stages.reduce(campaign, engine, options)
+        except BaseException:
+            campaign.interrupted = True
+            stages.report(campaign, stages.collect(campaign), pr=pr).write(out)
+            raise
+        findings = stages.collect(campaign)
+
+        base_env = None
+        if findings and not campaign.interrupted:  # new in the PR, or already on the base revision
+            say(f"re-running {len(findings)} finding(s) on the base revision {repo.base[:12]}")
+            base = checkouts["base"] = Checkout.create(repo.path, repo.base, workdir, "base")
+            base.prepare(config)
+            base_env = base.env(config, *defaults)
+            attribution.attribute(findings, campaign, options, base_env)
+            findings = attribution.fold(findings)
+            for f in findings:
+                cov = [campaign.coverage.get((iid, f.target), {}) for iid in f.instances]
+                f.reaches_change = coverage.reaches(cov, head.path, converter_files, repo) \
+                    if converter_files else None
+        pr["coverage"] = coverage.summary(campaign, head.path, converter_files, repo, cache)
+        pr["head_run"] = head.run_hint(head_env)
+        if base_env is not None:
+            pr["base_run"] = checkouts["base"].run_hint(base_env)
+        report = publish(campaign, findings, options, env=head_env, pr=pr)
+        if options.check_repros and base_env is not None and report.findings:
+            attribution.check_on_base(report.findings, options, base_env)
+        pr["known_issues_matched"] = sum(1 for f in report.findings if f.known)
+        report.stats["seconds"] = round(time.time() - t0, 2)
+        report.write(out)
+        return report
+    finally:
+        for c in checkouts.values():
+            c.remove()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _targets(analysis, config: Config, req: ScanRequest, pr: dict) -> tuple[dict, dict[str, set[str]]]:
+    """The targets to run (reaching the touched converters, narrowed by --targets / .dlci.yml) and, per canonical
+    operator, the targets its instances go to."""
+    from dlci import operators, targets
+    wanted = req.targets or config.targets or None
+    plain = [t for t in wanted or [] if not t.startswith("rule.")]  # rule.<name>: selection.rule_targets
+    reached = sorted({x for t in analysis.touches for x in t.targets})
+    chosen = targets.select(plain) if plain else {} if wanted else targets.select("all")
+    if reached:
+        registry = targets.registry()
+        missing = [x for x in reached if x not in registry or not registry[x].available()]
+        if missing:
+            pr["targets_not_installed"] = missing
+        chosen = {n: t for n, t in chosen.items() if n in reached}
+    want = selection.canonical_targets(analysis, chosen)
+    rules = selection.rule_targets(analysis, config, req.targets)
+    if rules:  # a library's own PR: its equivalence rules run on the operators it touched
+        chosen.update(rules)
+        for t in analysis.touches:
+            if t.profile in selection.RULE_LIBRARIES:
+                for canon in operators.canonical(t.operator, t.namespace):
+                    want.setdefault(canon, set()).update(
+                        n for n, r in rules.items() if r.rule.library == selection.RULE_LIBRARIES[t.profile])
+        pr["rules"] = sorted(rules)
+    return chosen, want

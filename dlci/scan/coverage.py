@@ -1,0 +1,142 @@
+"""Converter-line coverage in PR mode: which changed statements the tests ran, which instances run the lines a PR
+edits (they go first), and which changed lines no test reached (a gap the maintainer should hear about)."""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from dlci.plan import balanced
+
+
+def _statement_spans(text: str) -> list[tuple[int, int]]:
+    """(first, last) line of each statement's own lines: a compound statement owns its header only."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    spans = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.stmt):
+            body = getattr(n, "body", None)
+            end = body[0].lineno - 1 if isinstance(body, list) and body and isinstance(body[0], ast.stmt) \
+                else n.end_lineno
+            spans.append((n.lineno, max(n.lineno, end)))
+    return spans
+
+
+def changed_statement_spans(text: str, added: set[int]) -> set[tuple[int, int]]:
+    """The innermost statements holding an added line (blank lines and comments hold none)."""
+    spans = _statement_spans(text)
+    out = set()
+    for line in added:
+        inside = [s for s in spans if s[0] <= line <= s[1]]
+        if inside:
+            out.add(min(inside, key=lambda s: s[1] - s[0]))
+    return out
+
+
+class CoverageCache:
+    """Converter-line coverage per instance, keyed by the git blob of the traced file: a file unchanged between
+    revisions keeps its coverage, and the base revision's blob of a changed file tells which instances ran the lines
+    a later PR edits (they go first)."""
+
+    def __init__(self):
+        root = os.environ.get("DLCI_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "dlci")
+        self.dir = Path(root) / "coverage"
+
+    def load(self, blob: str) -> dict[str, list[int]]:
+        try:
+            return json.loads((self.dir / f"{blob}.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def merge(self, blob: str, runs: dict[str, list[int]]) -> None:
+        if not runs:
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        data = self.load(blob)
+        data.update(runs)
+        tmp = self.dir / f"{blob}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, self.dir / f"{blob}.json")
+
+
+def changed_statements(repo, converter_files) -> dict[str, set[tuple[int, int]]]:
+    by_path = {f.path: f for f in repo.last_diff.files}
+    return {rel: changed_statement_spans(repo.text(rel, "head") or "", set(by_path[rel].added))
+            for rel in converter_files if rel in by_path}
+
+
+def _ran(span: tuple[int, int], lines) -> bool:
+    return any(span[0] <= ln <= span[1] for ln in lines)
+
+
+def reaches(coverages: list[dict], head_root: Path, converter_files, repo) -> bool:
+    """Did any of these coverage records run a changed statement?"""
+    changed = changed_statements(repo, converter_files)
+    for cov in coverages:
+        for rel, spans in changed.items():
+            ran = cov.get(str((head_root / rel).resolve()), ())
+            if any(_ran(sp, ran) for sp in spans):
+                return True
+    return False
+
+
+def blob(repo, rev: str, rel: str) -> str | None:
+    proc = subprocess.run(["git", "-C", str(repo.path), "rev-parse", f"{rev}:{rel}"], capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def summary(campaign, head_root: Path, converter_files, repo, cache: CoverageCache) -> dict:
+    """Which changed statements the instances ran, and which none did; the runs are cached for later PRs."""
+    changed = changed_statements(repo, converter_files)
+    reached: dict[str, set[tuple[int, int]]] = {rel: set() for rel in changed}
+    reaching = set()
+    per_blob: dict[str, dict[str, list[int]]] = {}
+    for (iid, target), cov in campaign.coverage.items():
+        for rel in changed:
+            lines = cov.get(str((head_root / rel).resolve()))
+            if not lines:
+                continue
+            per_blob.setdefault(rel, {})[f"{iid}@{target}"] = lines
+            hit = {sp for sp in changed[rel] if _ran(sp, lines)}
+            if hit:
+                reached[rel] |= hit
+                reaching.add(iid)
+    for rel, runs in per_blob.items():
+        b = blob(repo, repo.head, rel)
+        if b:
+            cache.merge(b, runs)
+    from dlci.diff.regions import innermost, regions
+    gaps = []
+    for rel, lines in changed.items():
+        regs = regions(rel, repo.text(rel, "head") or "")
+        for first, _last in sorted(lines - reached[rel]):
+            r = innermost(regs, first)
+            gaps.append({"file": rel, "line": first, "region": r.name if r else None})
+    return {"traced_files": converter_files, "changed_statements": sum(len(v) for v in changed.values()),
+            "reached_statements": sum(len(v) for v in reached.values()), "instances_reaching": len(reaching),
+            "unreached": gaps}
+
+
+def edited_lines_first(repo, converter_files, cache: CoverageCache):
+    """An order for the diff-selected instances: OPERA's diversity order, those known (from cached coverage of the
+    base revision's files) to run the changed lines first."""
+    hot: set[str] = set()
+    by_path = {f.path: f for f in repo.last_diff.files}
+    for rel in converter_files:
+        ch = by_path.get(rel)
+        if ch is None or not ch.old_path:
+            continue
+        b = blob(repo, repo.base, ch.old_path)
+        runs = cache.load(b) if b else {}
+        edited = set(ch.removed) | {h.old_start for h in ch.hunks} | {h.old_start + 1 for h in ch.hunks}
+        hot |= {key.split("@", 1)[0] for key, lines in runs.items() if edited & set(lines)}
+
+    def order(instances):
+        ranked = balanced(list(instances))
+        return [i for i in ranked if i.id in hot] + [i for i in ranked if i.id not in hot]
+    return order
