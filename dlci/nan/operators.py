@@ -20,8 +20,8 @@ import time
 
 import numpy as np
 
+import dlci.nan.table as T
 from dlci.instance import Instance, Origin, TensorSpec
-from dlci.nan import table as T
 
 MAX_VARIANTS = 6  # per input instance
 
@@ -30,8 +30,8 @@ def _entry_for(fn: str):
     tab = T.table()
     hit = tab.torch(fn)
     if hit is None:
+        from dlci.instance.recipe import try_resolve
         from dlci.nan.torch_trace import name_of
-        from dlci.sources._common import try_resolve
         obj = try_resolve(fn)
         if obj is not None:
             hit = tab.torch(name_of(obj))
@@ -173,9 +173,7 @@ def _drive(inst, entry, name, pos, slot, arrays, target, mode, rng) -> np.ndarra
 def _valid(inst: Instance) -> bool:
     """Standalone, deterministic, and every output finite (the edge is still inside the domain)."""
     import torch
-    from dlci.sources.opinfo import check_torch_instance
-    from dlci.sources._common import tensor_leaves
-    from dlci.sources.rebuild import torch_call
+    from dlci.instance.recipe import check_torch_instance, tensor_leaves, torch_call
     if check_torch_instance(inst) is not None:
         return False
     module, xs = torch_call(inst)

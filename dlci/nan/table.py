@@ -134,8 +134,8 @@ FORMAT = 1  # bump when the derived cache layout changes
 # -- OpInfo derivation -----------------------------------------------------------------------------------
 
 def _torch_public_names() -> dict[int, str]:
-    from dlci.nan.torch_trace import public_names
-    return public_names()
+    from dlci.nan.standalone import torch_public_names
+    return torch_public_names()
 
 
 def derive_opinfo_domains() -> list[dict]:
@@ -145,7 +145,7 @@ def derive_opinfo_domains() -> list[dict]:
     "<name>[.<variant>]"}``. Names come from the OpInfo's function, method and alias objects resolved to their
     public dotted names.
     """
-    from dlci.sources._torch_testing import op_db
+    from dlci.torch_testing import op_db
     names_of = _torch_public_names()
     out: dict[str, dict] = {}
     for op in op_db():
