@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import sys
 from pathlib import Path
 
 from dlci.findings.repro import array_code, compare_source, ignored_for, message_key, skip_values_for, template_env
@@ -24,10 +25,10 @@ def _name(ref) -> str:
 def render_rule_text(rule: Rule, inst: Instance, finding) -> str:
     """The reproducer's text for a finding of ``rule`` on ``inst``."""
     bundle = standalone_source(TorchCase if rule.library == "torch" else KerasCase, rule.graph_a_fn, rule.graph_b_fn)
-    imports = list(dict.fromkeys(framework_imports(rule.library).splitlines() + [""] + bundle.imports))
+    imports = _import_block(["import sys"] + framework_imports(rule.library).splitlines() + bundle.imports)
     text = template_env().get_template("rules/repro.py.j2").render(
         f=_View(finding), rule=rule, category=CATEGORIES[rule.category], inst=inst,
-        imports="\n".join(imports).strip(), inputs=[array_code(x) for x in inst.input_arrays()],
+        imports=imports, inputs=[array_code(x) for x in inst.input_arrays()],
         call_json=json.dumps(inst.call, default=str), params_json=json.dumps(inst.params, default=str),
         model_code=model_code(inst), rule_code=bundle.code.strip(), modules=", ".join(bundle.modules),
         case_code=case_code(inst), graph_a=_name(rule.graph_a_fn), graph_b=_name(rule.graph_b_fn),
@@ -37,6 +38,13 @@ def render_rule_text(rule: Rule, inst: Instance, finding) -> str:
         message_key=message_key(finding.message))
     _check_names(text)
     return text
+
+
+def _import_block(lines: list[str]) -> str:
+    """Import lines, each once: the standard library's, then the frameworks'."""
+    lines = sorted({ln for ln in lines if ln.strip()}, key=lambda ln: (ln.startswith("from "), ln))
+    std = [ln for ln in lines if ln.split()[1].split(".")[0] in sys.stdlib_module_names]
+    return "\n".join(std) + "\n\n" + "\n".join(ln for ln in lines if ln not in std)
 
 
 def render_rule_repro(finding, inst: Instance, repro_dir: Path) -> Path:

@@ -107,7 +107,6 @@ def _globals_used(text: str) -> set[str]:
 class Bundle:
     imports: list[str] = field(default_factory=list)  # import lines, each once
     code: str = ""                                    # the pasted definitions, dependencies first
-    names: set[str] = field(default_factory=set)      # every module-level name the bundle binds
     modules: list[str] = field(default_factory=list)  # the modules it pastes from, in order
 
 
@@ -127,7 +126,7 @@ def standalone_source(*objs) -> Bundle:
     roots = {"dlci"} | {m.split(".")[0] for m, _ in starts}
     chosen: dict[tuple[str, int], ast.stmt] = {}   # (module, line) -> statement to paste
     imports: dict[str, str] = {}                    # bound name -> import line
-    owner: dict[str, tuple[str, int] | str] = {}     # bound name -> statement key or import line (clash check)
+    owner: dict[str, str] = {}                      # bound name -> the statement or import binding it (clashes)
     deps: dict[str, set[str]] = {}                  # module -> modules its pasted statements use
 
     def claim(name: str, what) -> None:
@@ -142,12 +141,20 @@ def standalone_source(*objs) -> Bundle:
             if hasattr(builtins, name):
                 return None
             raise SourceError(f"{module}: {user} uses {name!r}, which the module does not define")
-        plain = [a for s in stmts if isinstance(s, ast.Import) for a in s.names
-                 if not a.asname and a.name.split(".")[0] == name]
-        if len(stmts) > 1 and len(plain) == len(stmts) and name.split(".")[0] not in roots:
-            for a in plain:  # import torch, import torch._dynamo: each binds `torch`
-                imports[f"{name}:{a.name}"] = f"import {a.name}"
-            claim(name, f"import {name}")
+        if all(isinstance(s, ast.Import) for s in stmts):
+            aliases = [a for s in stmts for a in s.names if (a.asname or a.name.split(".")[0]) == name]
+            if any(a.name.split(".")[0] in roots for a in aliases):
+                raise SourceError(f"{module}: 'import {aliases[0].name}': use 'from ... import <name>' so that the "
+                                  "reproducer can paste the name")
+            if len(aliases) == 1 and aliases[0].asname:
+                line = f"import {aliases[0].name} as {name}"
+                imports[name] = line
+                claim(name, line)
+            else:  # `import torch` and `import torch._dynamo` both bind `torch`: keep each
+                if any(a.asname for a in aliases):
+                    raise SourceError(f"{module}: {name!r} is bound by several imports")
+                imports.update({f"{name}:{a.name}": f"import {a.name}" for a in aliases})
+                claim(name, f"import {name}")
             return None
         if len(stmts) > 1 or name in mod.touched:
             raise SourceError(f"{module}: {name!r} (used by {user}) is bound or changed by more than one "
@@ -164,15 +171,6 @@ def standalone_source(*objs) -> Bundle:
             line = f"from {source} import {alias.name}" + (f" as {alias.asname}" if alias.asname else "")
             imports[name] = line
             claim(name, line)
-            return None
-        if isinstance(stmt, ast.Import):
-            alias = next(a for a in stmt.names if (a.asname or a.name.split(".")[0]) == name)
-            if alias.name.split(".")[0] in roots:
-                raise SourceError(f"{module}: 'import {alias.name}': use 'from {alias.name} import <name>' so that "
-                                  "the reproducer can paste the name")
-            line = f"import {alias.name}" + (f" as {alias.asname}" if alias.asname else "")
-            imports[name if alias.asname else f"{name}:{alias.name}"] = line
-            claim(name, line if alias.asname else f"import {name}")
             return None
         key = (module, stmt.lineno)
         for bound in _bound_names(stmt):
@@ -210,6 +208,5 @@ def standalone_source(*objs) -> Bundle:
                 (i and isinstance(stmts[i - 1], (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
             block += ("\n\n" if i and spaced else "") + _text(mod, stmt) + "\n"
         pieces.append(block)
-    names = {n for n in owner}
     lines = sorted(set(imports.values()), key=lambda ln: (ln.startswith("from "), ln))
-    return Bundle(imports=lines, code="\n\n".join(pieces), names=names, modules=order)
+    return Bundle(imports=lines, code="\n\n".join(pieces), modules=order)
