@@ -6,7 +6,7 @@ defaults, no fp64, no re-run) on the very same rule tests of today's releases.
     .venv/bin/python benchmarks/rules.py [--budget 180] [--ops OPS] [--limit-per-op 3] [--sample 400]
 
 Parts:
-1. applicability: every rule's ``applies`` over the migrated instances (opinfo + module_db for torch, keras_tests for
+1. applicability: every rule's ``why_not`` over the migrated instances (opinfo + module_db for torch, keras_tests for
    TensorFlow): operators per rule, rules per category.
 2. throughput: `dlci rules` (the real campaign: 2 sandboxed workers, confirmation, reduction off) for --budget
    seconds over a broad operator set; valid rule tests per minute, overall and per rule.
@@ -54,7 +54,7 @@ def applicability(insts: dict[str, list]) -> dict:
             if inst.framework != rule.framework:
                 continue
             try:
-                if rule.applies(inst):
+                if rule.why_not(inst):
                     continue
             except Exception:
                 continue
@@ -109,7 +109,8 @@ def _naive(b: list, a: list) -> bool:
 def oracle_sample(insts: dict[str, list], n: int, seed: int, skip: tuple[str, ...]) -> dict:
     """Both oracles on the same rule tests, in this process."""
     from dlci.oracles.compare import compare_outputs
-    from dlci.rules.runner import _outputs, compare, namespace, widen
+    from dlci.rules import runner
+    from dlci.rules.runner import case_for, compare, output_list, widen
     from dlci import models
     rng = random.Random(seed)
     pairs = []
@@ -118,7 +119,7 @@ def oracle_sample(insts: dict[str, list], n: int, seed: int, skip: tuple[str, ..
             continue
         for inst in insts[rule.library]:
             try:
-                if inst.framework == rule.framework and not rule.applies(inst):
+                if inst.framework == rule.framework and not rule.why_not(inst):
                     pairs.append((rule, inst))
             except Exception:
                 pass
@@ -130,11 +131,13 @@ def oracle_sample(insts: dict[str, list], n: int, seed: int, skip: tuple[str, ..
     for rule, inst in pairs:
         try:
             with models.quiet():
-                ns = namespace(inst, rule)
-                a = _outputs(ns["graph_a"]([x.copy() for x in ns["INPUTS"]]))
-                b = _outputs(ns["graph_b"]([x.copy() for x in ns["INPUTS"]]))
+                case = case_for(inst)
+                graph_a, graph_b = rule.graph_functions()
+                a = output_list(graph_a(case, [x.copy() for x in case.inputs]))
+                b = output_list(graph_b(case, [x.copy() for x in case.inputs]))
                 try:
-                    a64 = None if rule.exact else _outputs(ns["graph_a"](widen(ns["INPUTS"]), dtype="float64"))
+                    a64 = None if rule.exact else \
+                        output_list(graph_a(case, widen(case.inputs), dtype="float64"))
                 except Exception:
                     a64 = None
         except Exception:
@@ -146,9 +149,8 @@ def oracle_sample(insts: dict[str, list], n: int, seed: int, skip: tuple[str, ..
         tally["naive_reports"] += naive
         tally["dlci_reports"] += verdict is not None
         if verdict is not None:
-            # the confirming re-run (fresh namespace) must give the same verdict
-            from dlci.rules import runner
-            runner._NAMESPACES.clear()
+            # the confirming re-run (fresh case) must give the same verdict
+            runner.clear_cases()
             again = runner.execute_rule(inst, rule.target)
             dlci_flags.append({"rule": rule.name, "op": inst.op, "instance": inst.id,
                                "symptom": verdict["symptom"], "message": verdict["message"][:160],

@@ -18,6 +18,10 @@ env:                            # environment for the tests; {checkout}, {prefix
   TVM_LIBRARY_PATH: "{site_packages}/tvm/lib"
 install: "pip install --no-deps --target {prefix} dist/*.whl"   # run in each revision's checkout; {prefix} is
                                                                 # put first on PYTHONPATH
+bisect: [commits, releases]     # commits (default): a finding new in a multi-commit PR names the commit that
+                                # introduced it; releases: one already on base is bisected over the releases of its
+                                # target's package; [none] switches both off (see dlci/bisect)
+bisect_budget: 600              # seconds for all of a scan's bisections (default 600)
 ```
 Unknown keys and wrong types are configuration errors (exit 2), reported with the key's name.
 """
@@ -46,6 +50,8 @@ class Config:
     install: str | None = None
     known_issues: list[dict] = field(default_factory=list)
     rules: list[str] | None = None
+    bisect: list[str] | None = None
+    bisect_budget: float | None = None
     source: str = "defaults"  # where it came from, for the report
 
     def known(self):
@@ -54,7 +60,7 @@ class Config:
 
     _TYPES = {"profiles": list, "targets": list, "sources": list, "budget": (int, float), "limit_per_op": int,
               "python_path": list, "env": dict, "install": str, "known_issues": list,
-              "rules": list}
+              "rules": list, "bisect": (list, str), "bisect_budget": (int, float)}
 
     @classmethod
     def parse(cls, text: str | None, origin: str = CONFIG_FILE) -> "Config":
@@ -85,6 +91,13 @@ class Config:
             raise ConfigError(f"{origin}: env values must be strings")
         if data.get("budget") is not None and data["budget"] <= 0:
             raise ConfigError(f"{origin}: budget must be positive")
+        if isinstance(data.get("bisect"), str):
+            data["bisect"] = [data["bisect"]]
+        bad = [v for v in data.get("bisect") or [] if v not in ("commits", "releases", "none")]
+        if bad:
+            raise ConfigError(f"{origin}: bisect entries are commits, releases or none; got {bad[0]!r}")
+        if data.get("bisect_budget") is not None and data["bisect_budget"] <= 0:
+            raise ConfigError(f"{origin}: bisect_budget must be positive")
         if data.get("limit_per_op") is not None and data["limit_per_op"] < 1:
             raise ConfigError(f"{origin}: limit_per_op must be at least 1")
         from dlci.findings.known import KnownIssueError, parse as parse_known

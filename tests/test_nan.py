@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from argparse import Namespace
 from pathlib import Path
 
@@ -208,15 +207,61 @@ def test_command_writes_confirmed_findings_with_standalone_reproducers(torch_fil
     st = doc["stats"]
     assert st["tests_run"] >= st["tests_valid"] > 0 and st["per_target"] and len(st["programs"]) == 2
     assert "torch.log" in (out / "report.md").read_text()
-    # the reproducer alone: exits 1 while the bug is there ...
+    # the reproducer alone, with dlci not importable: exits 1 while the bug is there ...
     script = out / f["repro"]
-    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    p = run_without_dlci(script)
     assert p.returncode == 1 and "REPRODUCED" in p.stdout, p.stdout + p.stderr
     # ... and 0 once the line is fixed (same line number, log_softmax instead of log(softmax))
     fixed = prog.read_text().replace("torch.log(torch.softmax(z, 1))", "F.log_softmax(z, 1)")
     prog.write_text(fixed)
-    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    p = run_without_dlci(script)
     assert p.returncode == 0 and "not reproduced" in p.stdout, p.stdout + p.stderr
+
+
+# runs a script as __main__ with every dlci import refused (the package is installed in this environment)
+_NO_DLCI = """
+import importlib.abc, runpy, sys
+class NoDlci(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "dlci" or name.startswith("dlci."):
+            raise ImportError("dlci is not importable in a reproducer")
+sys.meta_path.insert(0, NoDlci())
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def run_without_dlci(script: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", _NO_DLCI, str(script)], capture_output=True, text=True, timeout=300,
+                          cwd=str(script.parent))
+
+
+def test_reproducer_helpers_are_self_contained():
+    """The helpers pasted into reproducers import no dlci and use only what a reproducer defines."""
+    import ast
+    import builtins
+    import inspect
+    import textwrap
+    from dlci.nan import standalone
+    tree = ast.parse(Path(standalone.__file__).read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            assert not (node.module or "").startswith("dlci"), ast.dump(node)
+        if isinstance(node, ast.Import):
+            assert not any(a.name.startswith("dlci") for a in node.names), ast.dump(node)
+    header = {"math", "random", "zlib", "np", "os", "sys"}  # what the reproducer header imports
+    for group in (standalone.TORCH, standalone.TF):
+        pasted = {f.__name__ for f in standalone.COMMON + group}
+        for f in standalone.COMMON + group:
+            fn = ast.parse(textwrap.dedent(inspect.getsource(f))).body[0]
+            bound = {a.arg for a in ast.walk(fn) if isinstance(a, ast.arg)}
+            bound |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            bound |= {a.asname or a.name.split(".")[0] for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom))
+                      for a in n.names}
+            bound |= {n.name for n in ast.walk(fn) if isinstance(n, ast.FunctionDef)}
+            used = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+            free = used - bound - pasted - header - set(dir(builtins))
+            assert not free, (f.__name__, free)
 
 
 @pytest.mark.parametrize("spec,needle", [

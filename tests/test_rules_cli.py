@@ -3,15 +3,18 @@ alone), configuration and scan selection of rules."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from standalone import run_without_dlci
 
 from dlci.config import Config, ConfigError
 from dlci.rules import CATEGORIES, all_rules, describe, get_rule
+from dlci.rules.source import SourceError, standalone_source
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "rules"
@@ -66,12 +69,55 @@ def test_false_equivalence_becomes_a_confirmed_reduced_finding(tmp_path):
     assert "alpha" in f["reduction"]["params_that_matter"]
     report = (out / "report.md").read_text()
     assert "equivalence rule `test.elu_alpha_one`" in report and "graph B: F.elu(x, alpha=1.0)" in report
-    # the reproducer stands alone (no dlci on the path, no extra rule module) and fails while the graphs disagree
+    # the reproducer stands alone (dlci not importable, no extra rule module) and fails while the graphs disagree
     script = out / f["repro"]
-    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DLCI_RULE_MODULES")}
-    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=clean, cwd=tmp_path)
-    assert run.returncode == 1 and "REPRODUCED value mismatch" in run.stdout
-    assert "from dlci" not in script.read_text()
+    text = script.read_text()
+    assert "from dlci" not in text and "import dlci" not in text
+    assert "def elu_alpha_one(case, inputs):" in text  # the project's function, pasted from its module
+    run = run_without_dlci(script, tmp_path)
+    assert run.returncode == 1 and "REPRODUCED value mismatch" in run.stdout, (run.stdout[-2000:], run.stderr[-2000:])
+
+
+def _package(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_standalone_source_follows_helpers_into_the_rules_package(tmp_path, monkeypatch):
+    _package(tmp_path, {
+        "proj/__init__.py": "",
+        "proj/helpers.py": "import math\n\nK = 3  # a constant the rule uses\n\n\ndef helper(x):\n"
+                           "    return x * K + math.pi\n\n\ndef unused():\n    return 0\n",
+        "proj/rules.py": "from proj.helpers import helper\n\n\ndef graph_b(case, inputs):\n"
+                         "    return [helper(x) for x in inputs]\n",
+        "proj/bad.py": "T = {}\nT.update(a=1)\n\n\ndef uses_t(case, inputs):\n    return T\n\n\n"
+                       "def uses_nothing_defined(case, inputs):\n    return NOWHERE\n",
+        "proj/clash.py": "from proj.rules import graph_b\n\n\ndef helper(x):\n    return x\n\n\n"
+                         "def graph_a(case, inputs, dtype=None):\n    return helper(graph_b(case, inputs))\n",
+    })
+    monkeypatch.syspath_prepend(str(tmp_path))
+    bundle = standalone_source("proj.rules:graph_b")
+    assert bundle.imports == ["import math"] and bundle.modules == ["proj.helpers", "proj.rules"]
+    assert "K = 3  # a constant the rule uses" in bundle.code and "def unused" not in bundle.code
+    ns: dict = {}
+    exec("\n".join(bundle.imports) + "\n" + bundle.code, ns)
+    assert ns["graph_b"](None, [1.0]) == [3.0 + math.pi]
+    with pytest.raises(SourceError, match="more than one"):
+        standalone_source("proj.bad:uses_t")
+    with pytest.raises(SourceError, match="NOWHERE"):
+        standalone_source("proj.bad:uses_nothing_defined")
+    with pytest.raises(SourceError, match="name clash"):
+        standalone_source("proj.clash:graph_a")
+
+
+def test_listing_imports_no_framework():
+    assert all(not hasattr(r, "applies") for r in all_rules().values())  # the predicate is why_not only
+    proc = subprocess.run([sys.executable, "-c", "import dlci.rules, sys; dlci.rules.all_rules(); "
+                           "print(sorted(m for m in ('torch', 'tensorflow', 'keras') if m in sys.modules))"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.stdout.strip() == "[]", proc.stderr  # listing the rules imports no framework
 
 
 def test_config_rules_key():
@@ -85,15 +131,14 @@ def test_config_rules_key():
 
 def test_scan_runs_a_librarys_rules_only_for_its_own_pr():
     from types import SimpleNamespace
-    from dlci.scan import ScanRequest, _rule_targets
-    req = ScanRequest(repo=Path("."), base="a", head="b", out=Path("."))
+    from dlci.scan.selection import rule_targets
     torch_pr = SimpleNamespace(profiles=["pytorch"])
     tvm_pr = SimpleNamespace(profiles=["tvm"])
-    got = _rule_targets(torch_pr, Config(), req)
+    got = rule_targets(torch_pr, Config(), None)
     assert got and all(t.rule.library == "torch" for t in got.values())
-    assert _rule_targets(tvm_pr, Config(), req) == {}  # a converter PR: torch's own rules test torch, not the PR
-    assert _rule_targets(torch_pr, Config(rules=["none"]), req) == {}
+    assert rule_targets(tvm_pr, Config(), None) == {}  # a converter PR: torch's own rules test torch, not the PR
+    assert rule_targets(torch_pr, Config(rules=["none"]), None) == {}
     one = next(n for n, r in all_rules().items() if r.library == "torch")
-    assert set(_rule_targets(tvm_pr, Config(rules=[one]), req)) == {"rule." + one}
+    assert set(rule_targets(tvm_pr, Config(rules=[one]), None)) == {"rule." + one}
     with pytest.raises(ConfigError):
-        _rule_targets(torch_pr, Config(rules=["no.such.rule"]), req)
+        rule_targets(torch_pr, Config(rules=["no.such.rule"]), None)

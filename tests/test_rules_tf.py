@@ -3,6 +3,7 @@ says why it does not apply elsewhere, and a deliberately broken graph B is caugh
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -10,11 +11,16 @@ import pytest
 pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-import dlci.rules.tf_rules as tf_rules  # noqa: E402  (registers the rules; torch_rules may not exist yet)
 from dlci.instance import Instance, Origin, TensorSpec  # noqa: E402
 from dlci.outcome import INCONSISTENT, PASS, UNSUPPORTED  # noqa: E402
-from dlci.rules import CATEGORIES, RULES, Rule  # noqa: E402
-from dlci.rules.runner import execute_rule, namespace, widen  # noqa: E402
+from dlci.rules import CATEGORIES, RULES, Rule, all_rules  # noqa: E402
+from dlci.rules.case import KerasCase  # noqa: E402
+from dlci.rules.repro import render_rule_text  # noqa: E402
+from dlci.rules.runner import case_for, execute_rule, widen  # noqa: E402
+from dlci.rules.source import standalone_source  # noqa: E402
+from dlci.rules.tf.common import eager  # noqa: E402
+
+all_rules()  # loads the registry (RULES below)
 
 RNG = np.random.default_rng(3)
 
@@ -101,19 +107,30 @@ def test_registry_covers_the_categories_tf_has():
     assert covered == set(CATEGORIES) - {"time_major", "device"}
     for rule in rules.values():
         assert rule.name.startswith("tf.") and rule.framework == "keras" and rule.derived_from
-        compile(rule.code, rule.name, "exec")
+        assert all(callable(f) for f in rule.graph_functions())
+        bundle = standalone_source(KerasCase, rule.graph_a_fn, rule.graph_b_fn)
+        assert not any("dlci" in line for line in bundle.imports), (rule.name, bundle.imports)
+        compile("\n".join(bundle.imports) + "\n" + bundle.code, rule.name, "exec")
+
+
+@pytest.mark.parametrize("rule", sorted(PASSING))
+def test_every_reproducer_renders(rule):
+    finding = SimpleNamespace(id="F1", target=f"rule.{rule}", target_version="", symptom="value mismatch",
+                              operator="op", signature="sig", stage="compare", message="")
+    text = render_rule_text(RULES[rule], CASES[PASSING[rule]], finding)
+    compile(text, rule, "exec")
+    assert "import dlci" not in text and "from dlci" not in text
 
 
 def test_tables_match_keras():
     # the documentation-as-data tables name real keras classes and activations, and the code holds every formula
-    from dlci.rules import _tf_meta as meta
+    from dlci.rules.tf import meta
+    from dlci.rules.tf.formula import ACTIVATIONS
     for name in meta.SCALING:
         assert hasattr(keras.layers, name), name
-    ns = {"np": np}
-    exec(tf_rules._ACTIVATIONS, ns)
     x = np.linspace(-4, 4, 17).reshape(1, 17)
     for name in meta.ACTIVATION_NAMES:
-        got = ns["ACTIVATIONS"][name](x)
+        got = ACTIVATIONS[name](x)
         want = np.asarray(keras.activations.get(name)(x))
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7, err_msg=name)
 
@@ -165,22 +182,30 @@ def test_graph_b_errors_that_mean_unsupported():
 def test_graph_a_honours_float64():
     # the fp64 reference that arbitrates rounding must really be float64
     for name, rule in _tf_rules().items():
-        if rule.exact or name in ("tf.dtype.policy", "tf.autograd.jvp_vjp") or rule.applies(DENSE):
+        if rule.exact or name in ("tf.dtype.policy", "tf.autograd.jvp_vjp") or rule.why_not(DENSE):
             continue
-        ns = namespace(DENSE, rule)
-        out = ns["graph_a"](widen(ns["INPUTS"]), dtype="float64")
+        case = case_for(DENSE)
+        out = rule.graph_functions()[0](case, widen(case.inputs), dtype="float64")
         assert all(o.dtype == np.float64 for o in out), name
 
 
+def scaled_output(case, inputs):
+    """The layer times 1.001: a graph B that must be caught."""
+    return [o * 1.001 for o in eager(case, inputs)]
+
+
+def one_ulp_up(case, inputs):
+    """The layer nudged by one ulp: an exact rule must see it."""
+    return [np.nextafter(o, np.inf) for o in eager(case, inputs)]
+
+
 def test_broken_graph_b_is_detected():
-    base = RULES["tf.function"]
-    broken = Rule("tf.test.broken", "optimization", "tensorflow", "a graph B that scales the output",
-                  "the layer", "the layer times 1.001",
-                  base.code + "\n\ndef graph_b(inputs):\n    return [o * 1.001 for o in graph_a(inputs)]\n")
-    exact = Rule("tf.test.broken_exact", "save_load", "tensorflow", "a graph B one ulp off",
-                 "the layer", "the layer nudged by one ulp", tf_rules.RULES[0].code +
-                 "\n\ndef graph_b(inputs):\n    return [np.nextafter(o, np.inf) for o in graph_a(inputs)]\n",
-                 exact=True)
+    broken = Rule(name="tf.test.broken", category="optimization", library="tensorflow",
+                  summary="a graph B that scales the output", graph_a="the layer", graph_b="the layer times 1.001",
+                  graph_a_fn=eager, graph_b_fn=scaled_output)
+    exact = Rule(name="tf.test.broken_exact", category="save_load", library="tensorflow",
+                 summary="a graph B one ulp off", graph_a="the layer", graph_b="the layer nudged by one ulp",
+                 graph_a_fn=eager, graph_b_fn=one_ulp_up, exact=True)
     try:
         RULES[broken.name] = broken
         RULES[exact.name] = exact

@@ -2,19 +2,28 @@
 why it does not apply elsewhere (from metadata, not a crash), and deliberately broken graphs B are caught."""
 from __future__ import annotations
 
+from types import SimpleNamespace
 from unittest import mock
 
 import numpy as np
 import pytest
+from standalone import run_without_dlci
 
 torch = pytest.importorskip("torch")
 
 import dlci.rules as rules_pkg  # noqa: E402
-import dlci.rules.torch_rules as torch_rules  # noqa: E402  (registers the torch rules)
+import dlci.rules.torch as torch_rules  # noqa: E402
 from dlci.instance import Instance, Origin, TensorSpec  # noqa: E402
 from dlci.outcome import INCONSISTENT, PASS, UNSUPPORTED  # noqa: E402
-from dlci.rules import CATEGORIES, RULES, Rule  # noqa: E402
-from dlci.rules.runner import execute_rule  # noqa: E402
+from dlci.rules import CATEGORIES, RULES, Rule, all_rules  # noqa: E402
+from dlci.rules.case import TorchCase  # noqa: E402
+from dlci.rules.repro import render_rule_text  # noqa: E402
+from dlci.rules.runner import case_for, execute_rule  # noqa: E402
+from dlci.rules.source import standalone_source  # noqa: E402
+from dlci.rules.torch.batch import one_by_one  # noqa: E402
+from dlci.rules.torch.pad import unpadded  # noqa: E402
+
+all_rules()  # loads the registry (RULES below)
 
 RNG = np.random.default_rng(5)
 
@@ -160,10 +169,19 @@ def test_registry_covers_the_categories_torch_has():
     assert "separable" in torch_rules.__doc__ and "codec" in torch_rules.__doc__
     for rule in mine.values():
         assert rule.name.startswith("torch.") and rule.derived_from and rule.summary
-        ns: dict = {}
-        exec(compile(rule.code, rule.name, "exec"), {"np": np, "torch": torch, "__name__": "x"}, ns)
-        assert callable(ns["graph_a"]) and callable(ns["graph_b"]), rule.name
-        assert "dlci" not in rule.code, f"{rule.name}: the reproducer must not need dlci"
+        graph_a, graph_b = rule.graph_functions()
+        assert callable(graph_a) and callable(graph_b), rule.name
+        # what a reproducer pastes: real source, no dlci import, compiles on its own
+        bundle = standalone_source(TorchCase, rule.graph_a_fn, rule.graph_b_fn)
+        assert not any("dlci" in line for line in bundle.imports), (rule.name, bundle.imports)
+        compile("\n".join(bundle.imports) + "\n" + bundle.code, rule.name, "exec")
+
+
+@pytest.mark.parametrize("rule", sorted(PASSING))
+def test_every_reproducer_renders(rule):
+    text = render_rule_text(RULES[rule], I[PASSING[rule][0]], _finding(rule))
+    compile(text, rule, "exec")
+    assert "import dlci" not in text and "from dlci" not in text
 
 
 @pytest.mark.parametrize("rule,key", [(rule, key) for rule, keys in PASSING.items() for key in keys])
@@ -174,37 +192,36 @@ def test_rule_applies_and_passes(rule, key):
 
 @pytest.mark.parametrize("rule,key,reason", NOT_APPLICABLE)
 def test_rule_says_why_it_does_not_apply(rule, key, reason):
-    assert reason in (RULES[rule].applies(I[key]) or "")
+    assert reason in (RULES[rule].why_not(I[key]) or "")
     out = execute_rule(I[key], f"rule.{rule}")
     assert out.status == UNSUPPORTED and reason in out.message
 
 
-def _broken(name: str, base: str, extra: str) -> Rule:
+def nudged_batch(case, inputs):
+    """torch.batch's graph B with the last sample slightly off."""
+    outs = one_by_one(case, inputs)
+    outs[0][-1] = outs[0][-1] * 1.001 + 1e-3
+    return outs
+
+
+def one_ulp_off(case, inputs):
+    """torch.pad_unpad's graph B one ulp off: an exact rule must see it."""
+    out = unpadded(case, inputs)[0].copy()
+    out.flat[0] = np.nextafter(out.flat[0], np.float32(np.inf))
+    return [out]
+
+
+def _broken(name: str, base: str, graph_b) -> Rule:
     """A copy of a registered rule whose graph B is deliberately wrong."""
     rule = RULES[base]
-    return Rule(name, rule.category, "torch", "broken on purpose", rule.graph_a, "wrong", rule.code + extra,
-                applies=rule.applies, exact=rule.exact)
+    return Rule(name=name, category=rule.category, library="torch", summary="broken on purpose",
+                graph_a=rule.graph_a, graph_b="wrong", graph_a_fn=rule.graph_a_fn, graph_b_fn=graph_b,
+                why_not=rule.why_not, exact=rule.exact)
 
 
 def test_broken_graph_b_is_an_inconsistency_not_a_pass():
-    nudge = _broken("test.broken.batch", "torch.batch", '''
-_right = graph_b
-
-
-def graph_b(inputs):
-    outs = _right(inputs)
-    outs[0][-1] = outs[0][-1] * 1.001 + 1e-3  # the last sample slightly off
-    return outs
-''')
-    drop = _broken("test.broken.pad", "torch.pad_unpad", '''
-_right = graph_b
-
-
-def graph_b(inputs):
-    out = _right(inputs)[0].copy()
-    out.flat[0] = np.nextafter(out.flat[0], np.float32(np.inf))  # one ulp: an exact rule must see it
-    return [out]
-''')
+    nudge = _broken("test.broken.batch", "torch.batch", nudged_batch)
+    drop = _broken("test.broken.pad", "torch.pad_unpad", one_ulp_off)
     with mock.patch.dict(rules_pkg.RULES):
         rules_pkg.register(nudge, drop)
         assert execute_rule(I["layernorm"], "rule.test.broken.batch").status == INCONSISTENT
@@ -214,20 +231,38 @@ def graph_b(inputs):
     assert "test.broken.batch" not in rules_pkg.RULES and "test.broken.pad" not in rules_pkg.RULES
 
 
+def _finding(target: str, stage: str = "compare", message: str = "") -> SimpleNamespace:
+    return SimpleNamespace(id="F1", target=f"rule.{target}", target_version=torch.__version__, symptom="value mismatch",
+                           operator="op", signature="sig", stage=stage, message=message)
+
+
+def test_reproducer_runs_without_dlci(tmp_path):
+    """The reproducer of a (deliberately) broken rule pastes the rule's functions and helpers from their modules
+    and this test module, runs with dlci not importable, and exits 1 while the graphs disagree; the real rule's
+    exits 0."""
+    broken = _broken("test.broken.batch", "torch.batch", nudged_batch)
+    inst = I["layernorm"]
+    for rule, code in ((broken, 1), (RULES["torch.batch"], 0)):
+        script = tmp_path / f"{rule.name}.py"
+        script.write_text(render_rule_text(rule, inst, _finding(rule.name)))
+        run = run_without_dlci(script, tmp_path)
+        assert run.returncode == code, (rule.name, run.stdout[-2000:], run.stderr[-3000:])
+        assert ("REPRODUCED value mismatch" in run.stdout) == (code == 1), run.stdout
+
+
 def test_fp64_arbitration_keeps_rounding_quiet():
     """A reformulation whose float32 rounding legitimately differs (x*255 then /255; one sample at a time) on a
     cancelling convolution (inputs near 1000, zero-mean kernel): beyond the float32 tolerance, yet a pass, because
     graph A's float64 form shows the difference is rounding."""
-    from dlci.rules import get_rule
-    from dlci.rules.runner import namespace
     x = (1000 + RNG.standard_normal((2, 4, 9, 9))).astype(np.float32)
     w = RNG.standard_normal((3, 4, 3, 3))
     w = (w - w.mean((1, 2, 3), keepdims=True)).astype(np.float32)
     inst = fn_instance("nn.functional.conv2d", "torch.nn.functional.conv2d", [T0, T1], {}, [x, w])
     for rule in ("torch.image_scale", "torch.batch"):
-        ns = namespace(inst, get_rule(rule))
-        a = ns["graph_a"]([np.array(v) for v in ns["INPUTS"]])[0]
-        b = ns["graph_b"]([np.array(v) for v in ns["INPUTS"]])[0]
+        case = case_for(inst)
+        graph_a, graph_b = RULES[rule].graph_functions()
+        a = graph_a(case, [np.array(v) for v in case.inputs])[0]
+        b = graph_b(case, [np.array(v) for v in case.inputs])[0]
         assert not np.allclose(b, a, rtol=1.3e-6, atol=1e-5), rule  # float32 tolerance alone would report it
         out = execute_rule(inst, f"rule.{rule}")
         assert out.status == PASS, (rule, out.message)
@@ -240,4 +275,4 @@ def test_graph_b_errors_outside_the_feature_are_unsupported():
     assert out.status in (PASS, UNSUPPORTED), (out.status, out.message)
     # a CSR conversion of a 1-d input is refused by metadata before anything runs
     one_d = fn_instance("abs", "torch.abs", [T0], {}, [r(5)])
-    assert "2-d" in RULES["torch.sparse.csr"].applies(one_d)
+    assert "2-d" in RULES["torch.sparse.csr"].why_not(one_d)

@@ -6,11 +6,14 @@ import importlib.util
 import inspect
 import linecache
 import sys
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+
+from dlci.nan.standalone import user_frame
 
 NORMAL_SIGMAS = 100.0  # normal draws stay within this many standard deviations of their mean
 # Weights are trained: a search may move an initial weight past its initializer's support, up to this many times
@@ -86,15 +89,6 @@ def load_program(spec: str) -> Program:
         names = ", ".join(p.name for p in required)
         raise ProgramError(f"{spec}: {func}() must take no arguments (it requires {names})")
     return Program(spec=spec, path=path, function=func, module=module, fn=fn)
-
-
-def program_seed(run_seed: int, n: int) -> int:
-    """The seed a program's own manual_seed(n) gets in run ``run_seed`` (identity for run 0: the program as written).
-
-    Reproducers carry the same formula."""
-    if run_seed == 0:
-        return int(n)
-    return (int(n) * 1000003 + int(run_seed)) % (2 ** 31 - 1)
 
 
 @dataclass
@@ -205,11 +199,59 @@ def inside_optimizer(frame, path: str) -> bool:
     return False
 
 
-def user_frame(path: str, start) -> tuple[int, str] | None:
-    """(line, function) of the innermost frame of ``start``'s stack that runs code from ``path``."""
-    f = start
-    while f is not None:
-        if f.f_code.co_filename == path:
-            return f.f_lineno, f.f_code.co_name
-        f = f.f_back
-    return None
+class Stop(BaseException):
+    """Ends a run at its first event (BaseException: a program's ``except Exception`` does not swallow it)."""
+
+
+class RunState:
+    """What both tracers keep about one intercepted run (the framework-specific parts live in their subclasses)."""
+
+    def __init__(self, program: Program, cfg: RunConfig, tab, adapter):
+        self.program, self.cfg, self.table = program, cfg, tab
+        self.path = program.file
+        self.rec = RunRecord()
+        self.diff = cfg.differentiable
+        self.best = float("inf")  # the target's smallest distance in this run
+        self.own_grad = False  # the search is taking its own gradient: the program's probes stay quiet
+        self.adapter = adapter
+
+    def site(self) -> tuple[str, int, str]:
+        """(file, line, code) of the innermost frame in the program's file, or ("", 0, "")."""
+        uf = user_frame(self.path, sys._getframe(1))
+        if uf is None:
+            return "", 0, ""
+        return self.path, uf[0], source_line(self.path, uf[0])
+
+    def backward_event(self, name: str, entry: str | None, file: str, line: int, code: str):
+        """The callback of a backward probe: records the first NaN/Inf gradient (not during the search's own)."""
+        def on_bad(kind):
+            if self.own_grad or self.rec.event is not None:
+                return
+            self.rec.event = Event(op=name, file=file, line=line, code=code, kind=kind, phase="backward",
+                                   entry=entry)
+        return on_bad
+
+    def survey(self, key: tuple, name: str, entry: dict, file: str, line: int, code: str, dmin: float) -> None:
+        s = self.rec.sites.get(key)
+        if s is None:
+            s = self.rec.sites[key] = Site(op=name, entry=entry["name"], file=file, line=line, code=code,
+                                           precursor=bool(entry.get("precursor")))
+        s.calls += 1
+        s.best = min(s.best, dmin)
+
+    def execute(self, within) -> None:
+        """Run the program inside the context ``within`` (the tracer's interception); an event's :class:`Stop` ends
+        it quietly, the program's own exception is recorded."""
+        try:
+            with within:
+                self.program.fn()
+        except Stop:
+            pass
+        except Exception as e:  # noqa: BLE001 - the program's own failure is data for the caller
+            self.failed(e)
+
+    def failed(self, e: BaseException) -> None:
+        """The program's own exception: data for the caller (unless an event ended the run first)."""
+        if self.rec.event is None:
+            self.rec.error = "".join(traceback.format_exception(type(e), e, e.__traceback__))[-4000:]
+            self.rec.error_type = type(e).__name__

@@ -20,8 +20,8 @@ import time
 
 import numpy as np
 
+import dlci.nan.table as T
 from dlci.instance import Instance, Origin, TensorSpec
-from dlci.nan import table as T
 
 MAX_VARIANTS = 6  # per input instance
 
@@ -30,8 +30,8 @@ def _entry_for(fn: str):
     tab = T.table()
     hit = tab.torch(fn)
     if hit is None:
-        from dlci.nan.torch_trace import name_of
         from dlci.instance.recipe import try_resolve
+        from dlci.nan.torch_trace import name_of
         obj = try_resolve(fn)
         if obj is not None:
             hit = tab.torch(name_of(obj))

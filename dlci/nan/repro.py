@@ -8,8 +8,7 @@ gradient gives a NaN/Inf gradient), 0 once that no longer happens, 2 when the pr
 """
 from __future__ import annotations
 
-import base64
-import io
+import inspect
 import os
 import re
 import subprocess
@@ -18,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+import dlci.nan.standalone as standalone
 from dlci.nan.search import SearchResult
-
 
 
 def array_literal(a: np.ndarray) -> str:
@@ -66,20 +65,10 @@ VALUES = {{
 }}
 
 
-def program_seed(n):
-    if RUN_SEED == 0:
-        return int(n)
-    return (int(n) * 1000003 + int(RUN_SEED)) % (2 ** 31 - 1)
-
-
 def at_reported_line(frame):
     """Is the innermost frame in the program's file at the reported line (or at a line with the same code)?"""
-    f = frame
-    while f is not None:
-        if f.f_code.co_filename == PROGRAM:
-            return f.f_lineno == LINE or linecache.getline(PROGRAM, f.f_lineno).strip() == CODE
-        f = f.f_back
-    return False
+    uf = user_frame(PROGRAM, frame)
+    return uf is not None and (uf[0] == LINE or linecache.getline(PROGRAM, uf[0]).strip() == CODE)
 
 
 def load():
@@ -88,6 +77,11 @@ def load():
     sys.modules["nan_repro_program"] = module
     spec.loader.exec_module(module)
     return getattr(module, FUNCTION)
+
+
+def hit(kind):
+    if not HIT:
+        HIT.append("NaN" if kind == "nan" else "Inf")
 
 
 HIT = []
@@ -99,57 +93,8 @@ from torch.overrides import TorchFunctionMode
 
 GENERATORS = {generators!r}
 INPLACE = {{g for g in GENERATORS if g.endswith("_")}}
-DATA_SOURCES = {{"torch.as_tensor", "torch.tensor", "torch.asarray"}}
-
-
-def is_numpy_data(args, kwargs):
-    v = args[0] if args else kwargs.get("data", kwargs.get("obj"))
-    return isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.size >= 2
-
-
-def public_names():
-    import torch.nn.functional as F
-    import torch.nn.init
-    out = {{}}
-    for mod, prefix in ((torch, "torch"), (torch.Tensor, "torch.Tensor"), (F, "torch.nn.functional"),
-                        (torch.special, "torch.special"), (torch.linalg, "torch.linalg"), (torch.fft, "torch.fft"),
-                        (torch.nn.init, "torch.nn.init")):
-        for attr in dir(mod):
-            try:
-                obj = getattr(mod, attr)
-            except Exception:
-                continue
-            if callable(obj) and not isinstance(obj, type):
-                out.setdefault(id(obj), prefix + "." + attr)
-    return out
-
-
-NAMES = public_names()
-
-
-def name_of(func):
-    n = NAMES.get(id(func))
-    if n:
-        return n
-    qual = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
-    for cls in ("TensorBase.", "Tensor."):
-        if qual.startswith(cls):
-            return "torch.Tensor." + qual[len(cls):]
-    if qual.startswith("_VariableFunctionsClass."):
-        return "torch." + qual.split(".", 1)[1]
-    return (getattr(func, "__module__", None) or "torch") + "." + qual
-
-
-def finite_inputs(args, kwargs):
-    for v in list(args) + list(kwargs.values()):
-        vs = v if isinstance(v, (list, tuple)) else [v]
-        for t in vs:
-            if isinstance(t, float) and not math.isfinite(t):
-                return False
-            if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() \
-                    and not bool(torch.isfinite(t.detach()).all()):
-                return False
-    return True
+DATA_SOURCES = {data_sources!r}
+NAMES = torch_public_names()
 
 
 class Reproduce(TorchFunctionMode):
@@ -157,7 +102,7 @@ class Reproduce(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {{}}
-        name = name_of(func)
+        name = torch_name_of(func, NAMES)
         if name in GENERATORS and (name not in DATA_SOURCES or is_numpy_data(args, kwargs)):
             out = func(*args, **kwargs)
             t = (args[0] if args else kwargs.get("tensor", kwargs.get("self"))) if name in INPLACE else out
@@ -170,59 +115,27 @@ class Reproduce(TorchFunctionMode):
             return out
         if name != OP or not at_reported_line(sys._getframe(1)):
             return func(*args, **kwargs)
-        ok_in = finite_inputs(args, kwargs)
+        ok_in = torch_finite_inputs(args, kwargs)
         if PHASE == "backward" and torch.is_grad_enabled():
-            state = {{}}
-
-            def out_hook(g):
-                state["ok"] = bool(torch.isfinite(g).all())
-
-            def in_hook(g):
-                if state.get("ok") and g is not None and not bool(torch.isfinite(g).all()) and not HIT:
-                    HIT.append("NaN" if bool(torch.isnan(g).any()) else "Inf")
-
-            def wrap(v):
-                if isinstance(v, torch.Tensor) and v.requires_grad and v.is_floating_point():
-                    w = v.view_as(v)
-                    w.register_hook(in_hook)
-                    return w
-                return v
-
-            args = tuple(wrap(a) for a in args)
-            kwargs = {{k: wrap(v) for k, v in kwargs.items()}}
+            args, kwargs, watch_output = torch_backward_probe(args, kwargs, hit)
             out = func(*args, **kwargs)
-            if isinstance(out, torch.Tensor) and out.requires_grad:
-                out.register_hook(out_hook)
+            watch_output(out)
             return out
         out = func(*args, **kwargs)
         if PHASE == "forward" and ok_in and isinstance(out, torch.Tensor) and out.is_floating_point():
-            if not bool(torch.isfinite(out.detach()).all()) and not HIT:
-                HIT.append("NaN" if bool(torch.isnan(out.detach()).any()) else "Inf")
+            if not bool(torch.isfinite(out.detach()).all()):
+                hit("nan" if bool(torch.isnan(out.detach()).any()) else "inf")
         return out
 
 
-def main():
-    try:
-        fn = load()
-    except Exception:
-        traceback.print_exc()
-        print("ERROR: cannot import " + PROGRAM)
-        return 2
-    real_seed, real_np, real_py = torch.random.manual_seed, np.random.seed, random.seed
-    real_seed(program_seed(0))
-    real_np(program_seed(0) % (2 ** 32))
-    real_py(program_seed(0))
-    torch.manual_seed = torch.random.manual_seed = lambda n: real_seed(program_seed(n))
-    np.random.seed = lambda n=None: real_np(None if n is None else program_seed(n) % (2 ** 32))
-    random.seed = lambda n=None, *a, **k: real_py(n if n is None or RUN_SEED == 0 else
-                                                  program_seed(zlib.crc32(repr(n).encode())))
-    error = None
-    try:
-        with Reproduce():
-            fn()
-    except Exception:
-        error = traceback.format_exc()
-    return report(error)
+def install():
+    install_seeding(RUN_SEED, setattr, torch.random.manual_seed, [(torch, "manual_seed"), (torch.random, "manual_seed")])
+    return True
+
+
+def run(fn):
+    with Reproduce():
+        fn()
 '''
 
 _TF = r'''
@@ -231,51 +144,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import tensorflow as tf
 
 GENERATORS = {generators!r}
-MODULES = ("tf", "tf.math", "tf.nn", "tf.random", "tf.linalg")
-
-
-def resolve(dotted):
-    obj = tf
-    for p in dotted.split(".")[1:-1]:
-        obj = getattr(obj, p, None)
-        if obj is None:
-            return None
-    fn = getattr(obj, dotted.split(".")[-1], None)
-    return None if fn is None else (obj, dotted.split(".")[-1], fn)
-
-
-def locations(dotted):
-    """Every public attribute that holds the same function (tf.exp is tf.math.exp)."""
-    r = resolve(dotted)
-    if r is None:
-        return None, []
-    owner, attr, fn = r
-    locs = [(owner, attr)]
-    for m in MODULES:
-        mod = tf
-        for p in m.split(".")[1:]:
-            mod = getattr(mod, p, None) if mod is not None else None
-        if mod is None:
-            continue
-        for a in dir(mod):
-            if not a.startswith("_") and (mod, a) != (owner, attr):
-                try:
-                    if getattr(mod, a) is fn:
-                        locs.append((mod, a))
-                except Exception:
-                    pass
-    return fn, locs
-
-
-def finite(v):
-    if isinstance(v, float):
-        return math.isfinite(v)
-    if hasattr(v, "numpy") and getattr(getattr(v, "dtype", None), "is_floating", False):
-        try:
-            return bool(np.all(np.isfinite(v.numpy())))
-        except Exception:
-            return None
-    return None
+WHERE = tf_aliases({modules!r})
 
 
 DRAWS = [0]
@@ -303,46 +172,46 @@ def op_wrapper(orig):
             return orig(*args, **kwargs)
         DEPTH[0] += 1
         try:
-            ok_in = all(finite(v) is not False for v in list(args) + list(kwargs.values()))
-            if PHASE == "backward":
-                slots = [(w, k) for w, items in (("a", enumerate(args)), ("k", kwargs.items())) for k, v in items
-                         if tf.is_tensor(v) and getattr(v.dtype, "is_floating", False) and hasattr(v, "numpy")
-                         and not isinstance(v, tf.Variable)]
-                if slots:
-                    def call_with(values):
-                        a, kw = list(args), dict(kwargs)
-                        for (w, k), v in zip(slots, values):
-                            if w == "a":
-                                a[k] = v
-                            else:
-                                kw[k] = v
-                        return orig(*a, **kw)
-
-                    @tf.custom_gradient
-                    def probed(*values):
-                        with tf.GradientTape() as inner:
-                            inner.watch(values)
-                            y = call_with(values)
-
-                        def grad(dy):
-                            gs = inner.gradient(y, list(values), output_gradients=dy)
-                            if finite(dy) is True and not HIT:
-                                for g in gs:
-                                    if g is not None and finite(g) is False:
-                                        HIT.append("NaN" if bool(np.any(np.isnan(g.numpy()))) else "Inf")
-                                        break
-                            return gs
-                        return y, grad
-
-                    return probed(*[args[k] if w == "a" else kwargs[k] for w, k in slots])
+            ok_in = all(tf_finite(v) is not False for v in list(args) + list(kwargs.values()))
+            slots = tf_probe_slots(args, kwargs) if PHASE == "backward" else None
+            if slots:
+                return tf_probed_call(orig, args, kwargs, slots, hit)
             out = orig(*args, **kwargs)
-            if PHASE == "forward" and ok_in and finite(out) is False and not HIT:
-                HIT.append("NaN" if bool(np.any(np.isnan(out.numpy()))) else "Inf")
+            if PHASE == "forward" and ok_in and tf_finite(out) is False:
+                hit("nan" if bool(np.any(np.isnan(out.numpy()))) else "inf")
             return out
         finally:
             DEPTH[0] -= 1
     return wrapped
 
+
+def install():
+    for g in GENERATORS:
+        orig, locs = tf_locations(g, WHERE)
+        for owner, attr in locs:
+            setattr(owner, attr, generator_wrapper(orig))
+    orig, locs = tf_locations(OP, WHERE)
+    if orig is None:
+        print("ERROR: " + OP + " does not exist in this TensorFlow")
+        return False
+    for owner, attr in locs:
+        setattr(owner, attr, op_wrapper(orig))
+    seed_all = install_seeding(RUN_SEED, setattr, tf.random.set_seed, [(tf.random, "set_seed")],
+                               after=reset_keras_seed)
+    try:
+        import keras
+        keras.utils.set_random_seed = seed_all
+    except Exception:
+        pass
+    tf.config.run_functions_eagerly(True)
+    return True
+
+
+def run(fn):
+    fn()
+'''
+
+_TAIL = r'''
 
 def main():
     try:
@@ -351,53 +220,15 @@ def main():
         traceback.print_exc()
         print("ERROR: cannot import " + PROGRAM)
         return 2
-    for g in GENERATORS:
-        orig, locs = locations(g)
-        for owner, attr in locs:
-            setattr(owner, attr, generator_wrapper(orig))
-    orig, locs = locations(OP)
-    if orig is None:
-        print("ERROR: " + OP + " does not exist in this TensorFlow")
+    if not install():
         return 2
-    for owner, attr in locs:
-        setattr(owner, attr, op_wrapper(orig))
-    real_seed, real_np, real_py = tf.random.set_seed, np.random.seed, random.seed
-
-    def reset_keras():
-        try:
-            from keras.src.backend.common import global_state
-            from keras.src.random import seed_generator
-            global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
-        except Exception:
-            pass
-
-    def seed_all(n):
-        s = program_seed(n)
-        real_seed(s)
-        real_np(s % (2 ** 32))
-        real_py(s)
-        reset_keras()
-
-    seed_all(0)
-    tf.random.set_seed = lambda n: real_seed(program_seed(n))
-    np.random.seed = lambda n=None: real_np(None if n is None else program_seed(n) % (2 ** 32))
-    random.seed = lambda n=None, *a, **k: real_py(n if n is None or RUN_SEED == 0 else
-                                                  program_seed(zlib.crc32(repr(n).encode())))
-    try:
-        import keras
-        keras.utils.set_random_seed = seed_all
-    except Exception:
-        pass
-    tf.config.run_functions_eagerly(True)
     error = None
     try:
-        fn()
+        run(fn)
     except Exception:
         error = traceback.format_exc()
     return report(error)
-'''
 
-_TAIL = r'''
 
 def report(error):
     where = "%s:%d" % (PROGRAM, LINE)
@@ -425,15 +256,23 @@ def render(res: SearchResult, generators: list[str], title: str = "") -> str:
         rel = os.path.relpath(res.file_program)
     except ValueError:
         rel = res.file_program
-    fields = dict(program=res.file_program, program_rel=rel, function=res.function, run_seed=int(res.run_seed or 0), op=res.op,
-                  line=int(res.line or 0), code=res.code or "", phase=res.phase or "forward", kind=res.kind,
-                  values=values, generators=sorted(generators))
+    fields = dict(program=res.file_program, program_rel=rel, function=res.function, run_seed=int(res.run_seed or 0),
+                  op=res.op, line=int(res.line or 0), code=res.code or "", phase=res.phase or "forward",
+                  kind=res.kind, values=values, generators=sorted(generators), modules=standalone.TF_MODULES,
+                  data_sources=sorted(_data_sources(res.framework)))
     head = (f'"""dlci nan reproducer: {(res.kind or "").upper()}{" gradient" if res.phase == "backward" else ""} in '
             f'{res.op} at {Path(res.file or "").name}:{res.line} ({res.program}).\n\n'
             f"{title}\nRun alone: exits 1 (REPRODUCED) while the bug is there, 0 once fixed, 2 if the program cannot "
             f'run.\n"""\n')
-    body = _COMMON.format(**fields) + (_TORCH if res.framework == "torch" else _TF).format(**fields) + _TAIL
+    body = (_COMMON.format(**fields) + prelude(res.framework)
+            + (_TORCH if res.framework == "torch" else _TF).format(**fields) + _TAIL)
     return head + body
+
+
+def prelude(framework: str) -> str:
+    """The tracers' own helpers, pasted from their source: the reproducer runs the same code without dlci."""
+    fns = standalone.COMMON + (standalone.TORCH if framework == "torch" else standalone.TF)
+    return "\n# -- helpers from dlci/nan/standalone.py --\n\n" + "\n\n".join(inspect.getsource(f) for f in fns)
 
 
 def _label(res: SearchResult, k: int) -> str:
@@ -442,6 +281,13 @@ def _label(res: SearchResult, k: int) -> str:
             return f"{e['gen']} at {Path(e['file']).name if e['file'] else 'library code'}:{e['line']}, " \
                    f"shape {tuple(e['shape'])}"
     return ""
+
+
+def _data_sources(framework: str) -> list[str]:
+    if framework != "torch":
+        return []
+    from dlci.nan.torch_trace import DATA_SOURCES
+    return sorted(DATA_SOURCES)
 
 
 def generators_for(framework: str) -> list[str]:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dlci.nan import table as T
+import dlci.nan.table as T
 from dlci.nan.core import Event, Program, ProgramError, RunConfig, RunRecord, load_program
 
 
@@ -84,10 +84,11 @@ class SearchResult:
 
 
 def engine_for(framework: str):
+    # imported by their module path: a `from dlci.nan import` would make the package and its modules a cycle
     if framework == "torch":
-        from dlci.nan import torch_trace
+        import dlci.nan.torch_trace as torch_trace
         return torch_trace
-    from dlci.nan import tf_trace
+    import dlci.nan.tf_trace as tf_trace
     return tf_trace
 
 

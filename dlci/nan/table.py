@@ -134,8 +134,8 @@ FORMAT = 1  # bump when the derived cache layout changes
 # -- OpInfo derivation -----------------------------------------------------------------------------------
 
 def _torch_public_names() -> dict[int, str]:
-    from dlci.nan.torch_trace import public_names
-    return public_names()
+    from dlci.nan.standalone import torch_public_names
+    return torch_public_names()
 
 
 def derive_opinfo_domains() -> list[dict]:

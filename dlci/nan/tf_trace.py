@@ -17,19 +17,16 @@ from __future__ import annotations
 
 import contextlib
 import math
-import random
 import sys
 import time
-import traceback
-import zlib
 
 import numpy as np
 
-from dlci.nan import table as T
-from dlci.nan.core import (NORMAL_SIGMAS, Event, External, Program, RunConfig, RunRecord, Site, inside_optimizer,
-                           program_seed, source_line, user_frame)
-
-_MODULES = ("tf", "tf.math", "tf.nn", "tf.random", "tf.linalg")
+import dlci.nan.table as T
+from dlci.nan.core import (NORMAL_SIGMAS, Event, External, Program, RunConfig, RunRecord, RunState, Stop,
+                           inside_optimizer)
+from dlci.nan.standalone import (TF_MODULES, install_seeding, reset_keras_seed, tf_aliases, tf_finite, tf_floating,
+                                 tf_is_eager_tensor, tf_locations, tf_probe_slots, tf_probed_call)
 
 # generator name -> (args, kwargs, drawn array, is_float) -> (kind, low, high, scale)
 
@@ -71,18 +68,6 @@ GENERATORS = {
 }
 
 
-def _resolve(tf, dotted: str):
-    """(owner, attr, object) for ``tf.math.log`` / ``tf.Tensor.__truediv__``, or None."""
-    parts = dotted.split(".")
-    obj = tf
-    for p in parts[1:-1]:
-        obj = getattr(obj, p, None)
-        if obj is None:
-            return None
-    fn = getattr(obj, parts[-1], None)
-    return None if fn is None else (obj, parts[-1], fn)
-
-
 _PLAN = None
 
 
@@ -91,64 +76,19 @@ def _plan(tab: T.Table):
     global _PLAN
     if _PLAN is not None:
         return _PLAN
-    import tensorflow as tf
-    where: dict[int, list] = {}
-    for mname in _MODULES:
-        mod = tf
-        for part in mname.split(".")[1:]:
-            mod = getattr(mod, part, None) if mod is not None else None
-        if mod is None:
-            continue
-        for attr in dir(mod):
-            if attr.startswith("_"):
-                continue
-            try:
-                obj = getattr(mod, attr)
-            except Exception:  # noqa: BLE001 - lazy attributes
-                continue
-            if callable(obj) and not isinstance(obj, type):
-                where.setdefault(id(obj), []).append((mod, attr))
+    where = tf_aliases(TF_MODULES)
     plan, done = [], set()
     for name, is_gen in [(n, False) for n in tab.tf_names()] + [(n, True) for n in GENERATORS]:
-        r = _resolve(tf, name)
-        if r is None or id(r[2]) in done:
+        fn, locs = tf_locations(name, where)
+        if fn is None or id(fn) in done:
             continue
-        owner, attr, fn = r
         done.add(id(fn))
-        locs = [(owner, attr)] + [loc for loc in where.get(id(fn), []) if loc != (owner, attr)]
         plan.append((name, fn, locs, is_gen))
     _PLAN = plan
     return plan
 
 
 _ACTIVE = None  # the TFRun in progress
-
-
-class _Stop(BaseException):
-    pass
-
-
-def _is_eager_tensor(v) -> bool:
-    return hasattr(v, "numpy") and hasattr(v, "dtype") and hasattr(v, "shape")
-
-
-def _floating(v) -> bool:
-    dt = getattr(v, "dtype", None)
-    return bool(getattr(dt, "is_floating", False))
-
-
-def _finite(v) -> bool | None:
-    """True/False for eager float values, None when it cannot be known (symbolic tensors, non-floats)."""
-    if isinstance(v, float):
-        return math.isfinite(v)
-    if isinstance(v, np.ndarray):
-        return bool(np.all(np.isfinite(v))) if v.dtype.kind == "f" else None
-    if _is_eager_tensor(v) and _floating(v):
-        try:
-            return bool(np.all(np.isfinite(v.numpy())))
-        except Exception:  # noqa: BLE001 - graph tensors
-            return None
-    return None
 
 
 def _leaves(x, out, depth=0):
@@ -186,7 +126,7 @@ class TFAdapter:
         return self.tf.is_tensor(x) or isinstance(x, self.tf.Variable)
 
     def is_float(self, x):
-        return _floating(x)
+        return tf_floating(x)
 
     def ndim(self, x):
         return len(x.shape)
@@ -228,102 +168,46 @@ class TFAdapter:
         return None
 
 
-class TFRun:
+class TFRun(RunState):
     def __init__(self, program: Program, cfg: RunConfig, tab: T.Table):
         import tensorflow as tf
+        super().__init__(program, cfg, tab, TFAdapter())
         self.tf = tf
-        self.program, self.cfg, self.table = program, cfg, tab
-        self.path = program.file
-        self.rec = RunRecord()
-        self.diff = cfg.differentiable
         self.depth = 0
         self.tape = None
         self.data_handles: dict[int, object] = {}
-        self.best = math.inf
         self.best_d = None
-        self.own_grad = False
-        self.adapter = TFAdapter()
-
-    def site(self):
-        uf = user_frame(self.path, sys._getframe(1))
-        if uf is None:
-            return "", 0, ""
-        return self.path, uf[0], source_line(self.path, uf[0])
 
     def call(self, name, orig, args, kwargs):
         if self.rec.event is not None:
-            raise _Stop()  # a backward event was recorded: nothing later can be "first"
+            raise Stop()  # a backward event was recorded: nothing later can be "first"
         hit = self.table.tf(name)
         eager = self.tf.executing_eagerly()
-        slots = self._probe_slots(args, kwargs) if hit is not None and eager else None
+        slots = tf_probe_slots(args, kwargs) if hit is not None and eager else None
         out = self._probed(name, hit, orig, args, kwargs, slots) if slots else orig(*args, **kwargs)
         if hit is not None and self.tf.executing_eagerly():
             self._measure(name, hit, args, kwargs)
-        outs = [v for v in _leaves(out, []) if _is_eager_tensor(v)]
+        outs = [v for v in _leaves(out, []) if tf_is_eager_tensor(v)]
         bad = None
         for v in outs:
-            fin = _finite(v)
+            fin = tf_finite(v)
             if fin is False:
                 bad = "nan" if bool(np.any(np.isnan(v.numpy()))) else "inf"
                 break
         if bad is None:
             return out
         ins = _leaves(list(args) + list(kwargs.values()), [])
-        if any(_finite(v) is False for v in ins):
+        if any(tf_finite(v) is False for v in ins):
             return out
         file, line, code = self.site()
         self.rec.event = Event(op=name, file=file, line=line, code=code, kind=bad, phase="forward",
                                entry=hit[0]["name"] if hit else None)
-        raise _Stop()
+        raise Stop()
 
     # -- backward probe: the op's own input gradient, finite upstream gradient -------------------------------
-    def _probe_slots(self, args, kwargs):
-        """Where the float tensors of a call are; None when any argument is a variable (read inside a
-        custom gradient, a variable would need its own gradient plumbing) or no float tensor is there."""
-        tf = self.tf
-        slots = []
-        for where, items in (("a", enumerate(args)), ("k", kwargs.items())):
-            for key, v in items:
-                if isinstance(v, tf.Variable) or (hasattr(v, "_value") and hasattr(v, "assign")):
-                    return None
-                if tf.is_tensor(v) and _floating(v) and _is_eager_tensor(v):
-                    slots.append((where, key))
-        return slots or None
-
     def _probed(self, name, hit, orig, args, kwargs, slots):
-        tf = self.tf
-        file, line, code = self.site()
-        ts = [args[k] if w == "a" else kwargs[k] for w, k in slots]
-
-        def call_with(values):
-            a, kw = list(args), dict(kwargs)
-            for (w, k), v in zip(slots, values):
-                if w == "a":
-                    a[k] = v
-                else:
-                    kw[k] = v
-            return orig(*a, **kw)
-
-        @tf.custom_gradient
-        def op(*values):
-            with tf.GradientTape() as inner:
-                inner.watch(values)
-                y = call_with(values)
-
-            def grad(dy):
-                gs = inner.gradient(y, list(values), output_gradients=dy)
-                if not self.own_grad and self.rec.event is None and _finite(dy) is True:
-                    for g in gs:
-                        if g is not None and _finite(g) is False:
-                            kind = "nan" if bool(np.any(np.isnan(g.numpy()))) else "inf"
-                            self.rec.event = Event(op=name, file=file, line=line, code=code, kind=kind,
-                                                   phase="backward", entry=hit[0]["name"])
-                            break
-                return gs
-
-            return y, grad
-
-        return op(*ts)
+        on_bad = self.backward_event(name, hit[0]["name"], *self.site())
+        return tf_probed_call(orig, args, kwargs, slots, on_bad)
 
     def _measure(self, name, hit, args, kwargs):
         entry, pos = hit
@@ -347,12 +231,7 @@ class TFRun:
         except Exception:  # noqa: BLE001 - an argument pattern the distance does not cover
             return
         if self.cfg.survey:
-            s = self.rec.sites.get(key)
-            if s is None:
-                s = self.rec.sites[key] = Site(op=name, entry=entry["name"], file=file, line=line, code=code,
-                                               precursor=bool(entry.get("precursor")))
-            s.calls += 1
-            s.best = min(s.best, dmin)
+            self.survey(key, name, entry, file, line, code, dmin)
         if want:
             focus = self.cfg.focus
             idx = focus if focus is not None and focus < n else int(tf.argmin(flat).numpy())
@@ -365,14 +244,14 @@ class TFRun:
     def draw(self, name, gen, orig, args, kwargs):
         tf = self.tf
         if self.rec.event is not None:
-            raise _Stop()
+            raise Stop()
         out = orig(*args, **kwargs)
-        if not _is_eager_tensor(out) or not tf.executing_eagerly():
+        if not tf_is_eager_tensor(out) or not tf.executing_eagerly():
             return out
         k = len(self.rec.externals)
         file, line, _ = self.site()
         arr = out.numpy().copy()
-        floating = _floating(out)
+        floating = tf_floating(out)
         kind, low, high, scale = gen(args, kwargs, arr, floating)
         ext = External(index=k, gen=name, file=file, line=line, shape=tuple(arr.shape), dtype=str(arr.dtype),
                        orig=arr, kind=kind, low=low, high=high, scale=float(scale) if scale else 1.0)
@@ -468,21 +347,7 @@ def _patched(tab: T.Table, run_seed: int):
         w = _wrapper(name, fn, is_gen)
         for owner, attr in locs:
             patch(owner, attr, w)
-    real_set_seed = tf.random.set_seed
-    real_np_seed, real_py_seed = np.random.seed, random.seed
-
-    def seed_all(n):
-        s = program_seed(run_seed, n)
-        real_set_seed(s)
-        real_np_seed(s % (2 ** 32))
-        real_py_seed(s)
-        _reset_keras_seed()
-
-    seed_all(0)
-    patch(tf.random, "set_seed", lambda n: real_set_seed(program_seed(run_seed, n)))
-    patch(np.random, "seed", lambda n=None: real_np_seed(None if n is None else program_seed(run_seed, n) % (2 ** 32)))
-    patch(random, "seed", lambda n=None, *a, **k: real_py_seed(n if n is None or run_seed == 0 else
-                                                                program_seed(run_seed, zlib.crc32(repr(n).encode()))))
+    seed_all = install_seeding(run_seed, patch, tf.random.set_seed, [(tf.random, "set_seed")], after=reset_keras_seed)
     try:
         import keras
         patch(keras.utils, "set_random_seed", seed_all)
@@ -498,16 +363,6 @@ def _patched(tab: T.Table, run_seed: int):
             setattr(owner, attr, value)
 
 
-def _reset_keras_seed():
-    """Keras keeps a process-wide SeedGenerator for unseeded keras.random calls: recreate it from the new seed."""
-    try:
-        from keras.src.backend.common import global_state
-        from keras.src.random import seed_generator
-        global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
-    except Exception:  # noqa: BLE001 - another keras layout: unseeded keras.random calls then vary between runs
-        pass
-
-
 def run(program: Program, cfg: RunConfig, tab: T.Table | None = None) -> RunRecord:
     global _ACTIVE
     import tensorflow as tf
@@ -519,14 +374,7 @@ def run(program: Program, cfg: RunConfig, tab: T.Table | None = None) -> RunReco
         tape = tf.GradientTape(persistent=True) if cfg.differentiable else None
         state.tape = tape
         try:
-            with tape if tape is not None else contextlib.nullcontext():
-                program.fn()
-        except _Stop:
-            pass
-        except Exception as e:  # noqa: BLE001 - the program's own failure is data for the caller
-            if state.rec.event is None:
-                state.rec.error = "".join(traceback.format_exception(type(e), e, e.__traceback__))[-4000:]
-                state.rec.error_type = type(e).__name__
+            state.execute(tape if tape is not None else contextlib.nullcontext())
         finally:
             _ACTIVE = None
         if state.rec.event is None and tape is not None:

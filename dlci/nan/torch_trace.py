@@ -16,57 +16,30 @@ from __future__ import annotations
 
 import contextlib
 import math
-import random
 import sys
 import time
-import traceback
-import zlib
 
 import numpy as np
 
-from dlci.nan import table as T
-from dlci.nan.core import (NORMAL_SIGMAS, Event, External, Program, RunConfig, RunRecord, Site, inside_optimizer,
-                           program_seed, source_line, user_frame)
+import dlci.nan.table as T
+from dlci.nan.core import (NORMAL_SIGMAS, Event, External, Program, RunConfig, RunRecord, RunState, Stop,
+                           inside_optimizer)
+from dlci.nan.standalone import (install_seeding, is_numpy_data, torch_backward_probe, torch_finite_inputs,
+                                 torch_name_of, torch_public_names, torch_tensors)
 
 _PUBLIC: dict[int, str] | None = None
 
 
 def public_names() -> dict[int, str]:
-    """id(function object) -> public dotted name, over torch's user-facing namespaces (first name wins)."""
+    """id(function object) -> public dotted name, over torch's user-facing namespaces (first name wins; cached)."""
     global _PUBLIC
     if _PUBLIC is None:
-        import torch
-        import torch.nn.functional as F
-        import torch.nn.init
-        import torch.special
-        import torch.linalg
-        import torch.fft
-        out: dict[int, str] = {}
-        for mod, prefix in ((torch, "torch"), (torch.Tensor, "torch.Tensor"), (F, "torch.nn.functional"),
-                            (torch.special, "torch.special"), (torch.linalg, "torch.linalg"), (torch.fft, "torch.fft"),
-                            (torch.nn.init, "torch.nn.init")):
-            for attr in dir(mod):
-                try:
-                    obj = getattr(mod, attr)
-                except Exception:  # noqa: BLE001 - lazy attributes that fail to load are no operators
-                    continue
-                if callable(obj) and not isinstance(obj, type):
-                    out.setdefault(id(obj), f"{prefix}.{attr}")
-        _PUBLIC = out
+        _PUBLIC = torch_public_names()
     return _PUBLIC
 
 
 def name_of(func) -> str:
-    n = public_names().get(id(func))
-    if n:
-        return n
-    qual = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
-    for cls in ("TensorBase.", "Tensor."):
-        if qual.startswith(cls):
-            return "torch.Tensor." + qual[len(cls):]
-    if qual.startswith("_VariableFunctionsClass."):
-        return "torch." + qual.split(".", 1)[1]
-    return f"{getattr(func, '__module__', None) or 'torch'}.{qual}"
+    return torch_name_of(func, public_names())
 
 
 # -- random generators: name -> how to read the legal range of a draw ------------------------------------------
@@ -156,9 +129,6 @@ DATA_SOURCES = {"torch.as_tensor": _data_range, "torch.tensor": _data_range,
 GENERATORS.update(DATA_SOURCES)
 
 
-def is_numpy_data(args, kwargs) -> bool:
-    v = args[0] if args else kwargs.get("data", kwargs.get("obj"))
-    return isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.size >= 2
 # outputs that are not computed from their inputs (uninitialised memory) are never findings
 NO_CHECK = {"torch.empty", "torch.empty_like", "torch.empty_strided", "torch.Tensor.new_empty",
             "torch.Tensor.new_empty_strided", "torch.Tensor.__setitem__", "torch.Tensor.set_",
@@ -170,27 +140,6 @@ def _is_inplace(name: str, kwargs: dict) -> bool:
     return ("out" in kwargs and kwargs["out"] is not None) or (short.endswith("_") and not short.endswith("__")) \
         or (short.startswith("__i") and short.endswith("__") and short not in ("__init__", "__index__", "__int__",
                                                                                "__invert__", "__iter__"))
-
-
-def _tensors(x, out: list, depth: int = 0):
-    import torch
-    if isinstance(x, torch.Tensor):
-        out.append(x)
-    elif depth < 2 and isinstance(x, (list, tuple)):
-        for v in x:
-            _tensors(v, out, depth + 1)
-    return out
-
-
-def _finite_inputs(args, kwargs) -> bool:
-    import torch
-    for v in list(args) + list(kwargs.values()):
-        if isinstance(v, float) and not math.isfinite(v):
-            return False
-        for t in _tensors(v, []):
-            if (t.is_floating_point() or t.is_complex()) and t.numel() and not bool(torch.isfinite(t.detach()).all()):
-                return False
-    return True
 
 
 class TorchAdapter:
@@ -303,39 +252,22 @@ def _retaining(name, args, kwargs):
     return args, kwargs
 
 
-class _Stop(BaseException):
-    """Ends a run at its first event (BaseException: a program's ``except Exception`` does not swallow it)."""
-
-
-class TorchRun:
+class TorchRun(RunState):
     """State of one intercepted run."""
 
     def __init__(self, program: Program, cfg: RunConfig, tab: T.Table):
         import torch
+        super().__init__(program, cfg, tab, TorchAdapter())
         self.torch = torch
-        self.program, self.cfg, self.table = program, cfg, tab
-        self.path = program.file
-        self.rec = RunRecord()
-        self.diff = cfg.differentiable
         self.ptr_to_ext: dict[int, int] = {}
         self.handles: dict[int, dict[int, object]] = {}  # external -> {id: tensor whose gradient is the external's}
         self.own_leaf: dict[int, int] = {}  # external -> id of the leaf this run made for it
-        self.own_grad = False
-        self.best = math.inf
-        self.adapter = TorchAdapter()
-
-    # -- where --------------------------------------------------------------------------------------
-    def site(self) -> tuple[str, int, str]:
-        uf = user_frame(self.path, sys._getframe(2))
-        if uf is None:
-            return "", 0, ""
-        return self.path, uf[0], source_line(self.path, uf[0])
 
     # -- the handler --------------------------------------------------------------------------------
     def call(self, func, args, kwargs):
         torch = self.torch
         if self.rec.event is not None:
-            raise _Stop()  # a backward event was recorded: nothing later can be "first"
+            raise Stop()  # a backward event was recorded: nothing later can be "first"
         name = name_of(func)
         gen = GENERATORS.get(name)
         if gen is not None and (name not in DATA_SOURCES or is_numpy_data(args, kwargs)):
@@ -349,18 +281,18 @@ class TorchRun:
                 return args[0]
         hit = self.table.torch(name)
         inplace = _is_inplace(name, kwargs)
-        pre_ok = _finite_inputs(args, kwargs) if inplace and name not in NO_CHECK else None
+        pre_ok = torch_finite_inputs(args, kwargs) if inplace and name not in NO_CHECK else None
         if self.diff:
             self._note_handles(args)
         force = (self.diff and not inplace and not torch.is_grad_enabled()
-                 and any(t.requires_grad for t in _tensors(list(args) + list(kwargs.values()), [])))
+                 and any(t.requires_grad for t in torch_tensors(list(args) + list(kwargs.values()), [])))
         probe = None
         with torch.enable_grad() if force else contextlib.nullcontext():
             if hit is not None and not inplace and torch.is_grad_enabled():
                 args, kwargs, probe = self._probe_inputs(name, args, kwargs)
             out = func(*args, **kwargs)
-            if probe is not None and isinstance(out, torch.Tensor) and out.requires_grad:
-                out.register_hook(probe["out_hook"])
+            if probe is not None:
+                probe(out)
             if hit is not None:
                 self._measure(name, hit, args, kwargs)
         if name not in NO_CHECK and not name.endswith(("__get__", "__set__")):
@@ -370,9 +302,9 @@ class TorchRun:
 
     def _check(self, name, args, kwargs, out, inplace, pre_ok, hit):
         torch = self.torch
-        outs = _tensors(out, [])
+        outs = torch_tensors(out, [])
         if not outs and inplace and args:
-            outs = _tensors(args[0], [])
+            outs = torch_tensors(args[0], [])
         bad = None
         for t in outs:
             if t.is_floating_point() and t.numel():
@@ -382,43 +314,19 @@ class TorchRun:
                     break
         if bad is None:
             return
-        ok = pre_ok if inplace else _finite_inputs(args, kwargs)
+        ok = pre_ok if inplace else torch_finite_inputs(args, kwargs)
         if not ok:
             return
         file, line, code = self.site()
         self.rec.event = Event(op=name, file=file, line=line, code=code, kind=bad, phase="forward",
                                entry=hit[0]["name"] if hit else None)
-        raise _Stop()
+        raise Stop()
 
     # -- backward probes ----------------------------------------------------------------------------
     def _probe_inputs(self, name, args, kwargs):
-        torch = self.torch
-        state = {"gout_ok": None}
-        file, line, code = self.site()
-
-        def out_hook(g):
-            state["gout_ok"] = bool(torch.isfinite(g).all())
-
-        def in_hook(g):
-            if self.own_grad or state["gout_ok"] is not True or self.rec.event is not None or g is None:
-                return
-            if g.is_floating_point() and not bool(torch.isfinite(g).all()):
-                kind = "nan" if bool(torch.isnan(g).any()) else "inf"
-                entry = self.table.torch(name)
-                self.rec.event = Event(op=name, file=file, line=line, code=code, kind=kind, phase="backward",
-                                       entry=entry[0]["name"] if entry else None)
-
-        def wrap(v):
-            if isinstance(v, torch.Tensor) and v.requires_grad and v.is_floating_point():
-                w = v.view_as(v)
-                w.register_hook(in_hook)
-                return w
-            return v
-
-        new_args = tuple(wrap(a) for a in args)
-        new_kwargs = {k: wrap(v) for k, v in kwargs.items()}
-        state["out_hook"] = out_hook
-        return new_args, new_kwargs, state
+        entry = self.table.torch(name)
+        on_bad = self.backward_event(name, entry[0]["name"] if entry else None, *self.site())
+        return torch_backward_probe(args, kwargs, on_bad)
 
     # -- distances and gradients ----------------------------------------------------------------------
     def _measure(self, name, hit, args, kwargs):
@@ -438,12 +346,7 @@ class TorchRun:
             return
         flat = m.reshape(-1)
         if self.cfg.survey:
-            s = self.rec.sites.get(key)
-            if s is None:
-                s = self.rec.sites[key] = Site(op=name, entry=entry["name"], file=file, line=line, code=code,
-                                               precursor=bool(entry.get("precursor")))
-            s.calls += 1
-            s.best = min(s.best, float(flat.detach().min()))
+            self.survey(key, name, entry, file, line, code, float(flat.detach().min()))
         if want_grad:
             focus = self.cfg.focus
             idx = focus if focus is not None and focus < flat.numel() else int(flat.detach().argmin())
@@ -479,7 +382,7 @@ class TorchRun:
     def _note_handles(self, args):
         if not self.ptr_to_ext:
             return
-        for t in _tensors(list(args), []):
+        for t in torch_tensors(list(args), []):
             if t.is_leaf and t.requires_grad:
                 k = self.ptr_to_ext.get(t.data_ptr())
                 if k is not None and id(t) not in self.handles.setdefault(k, {}):
@@ -558,17 +461,7 @@ def _seeding(run_seed: int, differentiable: bool):
         saved[(obj, attr)] = getattr(obj, attr)
         setattr(obj, attr, value)
 
-    real_manual_seed = torch.random.manual_seed
-    real_np_seed = np.random.seed
-    real_py_seed = random.seed
-    real_manual_seed(program_seed(run_seed, 0))
-    real_np_seed(program_seed(run_seed, 0) % (2 ** 32))
-    real_py_seed(program_seed(run_seed, 0))
-    patch(torch, "manual_seed", lambda n: real_manual_seed(program_seed(run_seed, n)))
-    patch(torch.random, "manual_seed", lambda n: real_manual_seed(program_seed(run_seed, n)))
-    patch(np.random, "seed", lambda n=None: real_np_seed(None if n is None else program_seed(run_seed, n) % (2 ** 32)))
-    patch(random, "seed", lambda n=None, *a, **k: real_py_seed(n if n is None or run_seed == 0 else
-                                                                program_seed(run_seed, zlib.crc32(repr(n).encode()))))
+    install_seeding(run_seed, patch, torch.random.manual_seed, [(torch, "manual_seed"), (torch.random, "manual_seed")])
     if differentiable:
         # inference_mode tensors can never join a graph: run such blocks as no_grad (the handler lifts no_grad)
         class _InferenceAsNoGrad(torch.no_grad):
@@ -594,14 +487,7 @@ def run(program: Program, cfg: RunConfig, tab: T.Table | None = None) -> RunReco
     grad_was = torch.is_grad_enabled()
     with _seeding(cfg.run_seed, cfg.differentiable):
         try:
-            with _MODE(state):
-                program.fn()
-        except _Stop:
-            pass
-        except Exception as e:  # noqa: BLE001 - the program's own failure is data for the caller
-            if state.rec.event is None:
-                state.rec.error = "".join(traceback.format_exception(type(e), e, e.__traceback__))[-4000:]
-                state.rec.error_type = type(e).__name__
+            state.execute(_MODE(state))
         finally:
             torch.set_grad_enabled(grad_was)
     state.rec.seconds = time.monotonic() - t0

@@ -2,59 +2,19 @@
 must agree. Every rule is exposed to the campaign as a pseudo-target named ``rule.<name>``, so rule tests are
 planned, confirmed by a re-run, deduplicated, reduced, attributed to head/base and reported like any other test.
 
-``RULES`` maps rule names to :class:`~dlci.rules.base.Rule`; rule modules register theirs with :func:`register`.
-Importing this package imports no framework.
+``RULES`` maps rule names to :class:`~dlci.rules.base.Rule` (dlci.rules.registry); dlci.rules.base says how to
+write a rule. Importing this package imports no framework.
 """
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
 import importlib.util
-import os
 
 from dlci.rules.base import CATEGORIES, LIBRARIES, NotApplicable, Rule
+from dlci.rules.registry import RULES, all_rules, get_rule, register
 from dlci.targets.base import Target
 
-RULES: dict[str, Rule] = {}
-PREFIX = "rule."
 _PACKAGES = {"torch": "torch", "tensorflow": "tensorflow-cpu"}
-
-
-def register(*rules: Rule) -> None:
-    for rule in rules:
-        if rule.name in RULES:
-            raise ValueError(f"rule {rule.name!r} registered twice")
-        if rule.category not in CATEGORIES or rule.library not in LIBRARIES:
-            raise ValueError(f"rule {rule.name!r}: unknown category {rule.category!r} or library {rule.library!r}")
-        RULES[rule.name] = rule
-
-
-BUILTIN_MODULES = ("dlci.rules.torch_rules", "dlci.rules.tf_rules")
-EXTRA_MODULES_ENV = "DLCI_RULE_MODULES"  # comma-separated importable modules that register more rules
-
-
-def _load() -> dict[str, Rule]:
-    """Import the rule modules once: the built-in ones, then a project's own (``$DLCI_RULE_MODULES``, inherited
-    by the sandboxed workers, so its rules run there too)."""
-    if not RULES:
-        extra = [m.strip() for m in os.environ.get(EXTRA_MODULES_ENV, "").split(",") if m.strip()]
-        for module in BUILTIN_MODULES + tuple(extra):
-            importlib.import_module(module)
-    return RULES
-
-
-def all_rules() -> dict[str, Rule]:
-    return dict(_load())
-
-
-def get_rule(name: str) -> Rule:
-    """A rule by its name or its target name (``rule.<name>``)."""
-    rules = _load()
-    key = name[len(PREFIX):] if name.startswith(PREFIX) else name
-    try:
-        return rules[key]
-    except KeyError:
-        raise KeyError(f"unknown rule {name!r}; `dlci rules --list` shows them") from None
 
 
 def _version(library: str) -> str:
@@ -106,8 +66,7 @@ class RuleTarget(Target):
 
 def rule_targets(names=None, library: str | None = None) -> dict[str, RuleTarget]:
     """Targets for the available rules (all, or the named ones; optionally of one library)."""
-    rules = _load()
-    chosen = [get_rule(n) for n in names] if names else list(rules.values())
+    chosen = [get_rule(n) for n in names] if names else list(all_rules().values())
     out = {}
     for rule in chosen:
         if library and rule.library != library:

@@ -39,7 +39,7 @@ def router(targets: dict) -> Callable:
             if inst.framework not in t.frameworks:
                 continue
             try:
-                if t.rule.applies(inst):
+                if t.rule.why_not(inst):
                     continue
             except Exception:  # a broken check is the worker's to report (invalid), not a reason to skip
                 pass

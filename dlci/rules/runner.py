@@ -1,23 +1,26 @@
 """One rule test, in a sandboxed worker: build graph A and graph B from one instance, compare, classify.
 
-Stages: "model" (the rule's code and the instance's model code are loaded), "reference" (graph A, plus its fp64
-recomputation), "run" (graph B), "compare". Graph A failing makes the test invalid (not the library's fault as far as
-this rule can tell); graph B failing where graph A ran is a crash of the equivalent form, unless the rule says the
-error means its feature does not cover this instance (unsupported).
+Stages: "model" (the instance's model code and the rule's graph functions are loaded), "reference" (graph A, plus
+its fp64 recomputation), "run" (graph B), "compare". Graph A failing makes the test invalid (not the library's fault
+as far as this rule can tell); graph B failing where graph A ran is a crash of the equivalent form, unless the rule
+says the error means its feature does not cover this instance (unsupported).
 """
 from __future__ import annotations
 
 import json
 import re
 import time
+import traceback
 from typing import Callable
 
 import numpy as np
 
 from dlci.instance import Instance
 from dlci.outcome import CRASH, INCONSISTENT, INVALID, PASS, UNSUPPORTED, Outcome, digest
+from dlci.rules.case import KerasCase, TorchCase
+from dlci.rules.registry import get_rule
 
-_NAMESPACES: dict[tuple[str, str], dict] = {}  # (instance id, rule name) -> executed namespace (per worker)
+_CASES: dict[str, object] = {}  # instance id -> its Case (per worker)
 _NOT_APPLICABLE = re.compile(r"^NotImplementedError: not applicable", re.I)
 
 
@@ -31,23 +34,46 @@ def model_code(instance: Instance) -> str:
     return MODEL_CODE[instance.call["kind"]](instance)
 
 
-def namespace(instance: Instance, rule) -> dict:
-    """The names the rule's code sees (dlci.rules.base documents them), with the rule's code executed in it."""
-    key = (instance.id, rule.name)
-    if key in _NAMESPACES:
-        return _NAMESPACES[key]
-    ns: dict = {"__name__": f"dlci_rule_{rule.name.replace('.', '_')}", "np": np}
-    exec(framework_imports(rule.library), ns)
+def case_code(instance: Instance) -> str:
+    """The statement building the instance's Case from its model code's names (dlci.findings.repro.MODEL_CODE),
+    the same in the worker and in the reproducer."""
+    names = {"inputs": "INPUTS", "params": "PARAMS", "op": "OP", "call": "CALL", "flatten": "flatten"}
+    if instance.framework == "torch":
+        cls = "TorchCase"
+        names.update(build_model="build_model", model_class="Model", to_torch="to_torch",
+                     state="STATE" if instance.call["kind"] == "torch_module" else "{}")
+    else:
+        cls = "KerasCase"
+        names.update(build_layer="build_layer", call_layer="call_layer", build_keras_model="build_keras_model",
+                     config="CONFIG", weights="WEIGHTS")
+    args = ", ".join(f"{k}={v}" for k, v in names.items())
+    return f"CASE = {cls}({args})"
+
+
+def clear_cases() -> None:
+    """Forget the cached cases (a fresh start, as a new worker has)."""
+    _CASES.clear()
+
+
+def case_for(instance: Instance):
+    """The instance as the rules' graphs see it: its model code run in a namespace of its own (as the reproducer
+    runs it), then the Case built from its names. Cached per worker."""
+    if instance.id in _CASES:
+        return _CASES[instance.id]
+    library = "torch" if instance.framework == "torch" else "tensorflow"
+    ns: dict = {"__name__": f"dlci_model_{instance.id}", "np": np}
+    exec(framework_imports(library), ns)
     ns["INPUTS"] = [np.array(a, copy=True) for a in instance.input_arrays()]
     ns["PARAMS"] = json.loads(json.dumps(instance.params, default=str))
     ns["OP"] = instance.op
     ns["CALL"] = json.loads(json.dumps(instance.call, default=str))
     exec(compile(model_code(instance), f"<model {instance.id}>", "exec"), ns)
-    exec(compile(rule.code, f"<rule {rule.name}>", "exec"), ns)
-    if len(_NAMESPACES) > 64:
-        _NAMESPACES.clear()
-    _NAMESPACES[key] = ns
-    return ns
+    ns.update(TorchCase=TorchCase, KerasCase=KerasCase)
+    exec(case_code(instance), ns)
+    if len(_CASES) > 64:
+        clear_cases()
+    _CASES[instance.id] = ns["CASE"]
+    return ns["CASE"]
 
 
 def widen(inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -63,7 +89,8 @@ def widen(inputs: list[np.ndarray]) -> list[np.ndarray]:
     return out
 
 
-def _outputs(value) -> list[np.ndarray]:
+def output_list(value) -> list[np.ndarray]:
+    """A graph's result as a list of arrays."""
     if isinstance(value, np.ndarray):
         return [value]
     return [np.asarray(v) for v in value]
@@ -114,8 +141,6 @@ def execute_rule_job(instance: Instance, target_name: str, trace_files: tuple[st
 
 def execute_rule(instance: Instance, target_name: str, *, stage_hook: Callable[[str], None] | None = None) -> Outcome:
     from dlci import models
-    from dlci.rules import get_rule
-    from dlci.targets._common import format_exc
     from dlci.testcase import first_lines
 
     rule = get_rule(target_name)
@@ -128,7 +153,7 @@ def execute_rule(instance: Instance, target_name: str, *, stage_hook: Callable[[
             out.status, out.stage, out.symptom = status, stage, symptom
             out.message = first_lines(str(exc)) if exc is not None else message
             if exc is not None:
-                out.traceback = format_exc(exc)
+                out.traceback = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         out.seconds = time.perf_counter() - t0
         return out
 
@@ -136,7 +161,7 @@ def execute_rule(instance: Instance, target_name: str, *, stage_hook: Callable[[
         return done(INVALID, "model", "framework", message=f"{rule.target} takes {rule.framework} instances")
     hook("model")
     try:
-        reason = rule.applies(instance)
+        reason = rule.why_not(instance)
     except Exception as e:  # a broken applicability check is ours: the test is invalid, not a bug
         return done(INVALID, "model", type(e).__name__, e)
     if reason:
@@ -144,27 +169,29 @@ def execute_rule(instance: Instance, target_name: str, *, stage_hook: Callable[[
     t = time.perf_counter()
     try:
         with models.quiet():
-            ns = namespace(instance, rule)
+            case = case_for(instance)
+            graph_a, graph_b = rule.graph_functions()
     except Exception as e:
         return done(INVALID, "model", type(e).__name__, e)
     finally:
         out.timings["model"] = time.perf_counter() - t
 
+    def run(graph, inputs, **kw) -> list[np.ndarray]:
+        models.seed_all(instance.seed)
+        with models.quiet():
+            return output_list(graph(case, inputs, **kw))
+
     hook("reference")
     t = time.perf_counter()
     try:
-        models.seed_all(instance.seed)
-        with models.quiet():
-            a = _outputs(ns["graph_a"]([np.array(x, copy=True) for x in ns["INPUTS"]]))
+        a = run(graph_a, [np.array(x, copy=True) for x in case.inputs])
     except Exception as e:
         status = UNSUPPORTED if unsupported(rule, e) else INVALID
         return done(status, "reference", "not applicable" if status == UNSUPPORTED else type(e).__name__, e)
     a64 = None
     if not rule.exact:
         try:
-            models.seed_all(instance.seed)
-            with models.quiet():
-                a64 = _outputs(ns["graph_a"](widen(ns["INPUTS"]), dtype="float64"))
+            a64 = run(graph_a, widen(case.inputs), dtype="float64")
             if [x.shape for x in a64] != [x.shape for x in a]:
                 a64 = None
         except Exception:  # no fp64 form: compared without arbitration
@@ -174,9 +201,7 @@ def execute_rule(instance: Instance, target_name: str, *, stage_hook: Callable[[
     hook("run")
     t = time.perf_counter()
     try:
-        models.seed_all(instance.seed)
-        with models.quiet():
-            b = _outputs(ns["graph_b"]([np.array(x, copy=True) for x in ns["INPUTS"]]))
+        b = run(graph_b, [np.array(x, copy=True) for x in case.inputs])
     except Exception as e:
         if unsupported(rule, e):
             return done(UNSUPPORTED, "run", "not applicable", e)

@@ -1,5 +1,6 @@
 """Operator metadata behind the torch rules' applicability: OpInfo / ModuleInfo attributes, signatures and the
-documentation's Shape sections. Nothing here is a hand-kept operator list; every lookup is cached.
+documentation's Shape sections, and the ``why_not`` checks built from them. Nothing here is a hand-kept operator
+list; every lookup is cached. Importing this module imports no framework.
 
 An instance's metadata comes from where it was harvested: ``Origin.test`` names the OpInfo (``op_db:NAME[VARIANT]#k``)
 or ModuleInfo (``module_db:NAME#k``) it came from, and ``Instance.call`` names the callable.
@@ -12,6 +13,7 @@ import re
 import warnings
 
 from dlci.instance import Instance
+from dlci.rules.torch.docs import param_names as documented_params
 
 _OPINFO_TEST = re.compile(r"^op_db:(.+?)\[(.*?)\]#")
 _MODULE_TEST = re.compile(r"^module_db:(\S+?)#")
@@ -67,41 +69,10 @@ def target(inst: Instance):
     return resolve(inst.call["fn"] if inst.call["kind"] == "torch_fn" else inst.call["cls"])
 
 
-def _split_top(text: str) -> list[str]:
-    out, depth, cur = [], 0, ""
-    for ch in text:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    return out + [cur]
-
-
 @functools.cache
 def param_names(obj) -> tuple[str, ...]:
-    """A callable's parameter names: its signature, else the call line its docstring opens with (torch builtins,
-    e.g. ``conv2d(input, weight, bias=None, stride=1, ...) -> Tensor``). Classes: the constructor's."""
-    try:
-        ps = [p for p in inspect.signature(obj).parameters.values() if p.name != "self"]
-        if not any(p.kind is p.VAR_POSITIONAL for p in ps):
-            return tuple(p.name for p in ps if p.kind is not p.VAR_KEYWORD)
-    except (TypeError, ValueError):
-        pass
-    first = next((ln.strip() for ln in (obj.__doc__ or "").splitlines() if ln.strip()), "")
-    m = re.match(r"^[\w.]+\((.*)\)", first)
-    if not m:
-        return ()
-    names = []
-    for part in _split_top(m.group(1)):
-        n = re.match(r"\s*\**(\w+)", part)
-        if n:
-            names.append(n.group(1))
-    return tuple(names)
+    """A callable's parameter names (dlci.rules.torch.docs.param_names, cached)."""
+    return tuple(documented_params(obj))
 
 
 # -- documentation ---------------------------------------------------------------------------------------------
@@ -261,3 +232,165 @@ def selection_probe(inst: Instance, low: str, high: str) -> str | None:
         _probed.clear()
     _probed[key] = reason
     return reason
+
+
+# -- why_not checks: each returns the reason a rule does not apply to the instance, None when it does ---------------
+
+def all_of(*checks):
+    """The first reason any of the checks gives."""
+    def check(inst: Instance) -> str | None:
+        for c in checks:
+            reason = c(inst)
+            if reason:
+                return reason
+        return None
+    return check
+
+
+def kind_is(kind: str):
+    def check(inst: Instance) -> str | None:
+        return None if inst.call.get("kind") == kind else f"{kind} instances only"
+    return check
+
+
+def derivation(check_path: str):
+    """Applicability by the rule's own derivation, the same code graph B runs: ``check(case, tensors)`` of
+    ``"module:function"`` on the instance; its "not applicable" reason, if any."""
+    def check(inst: Instance) -> str | None:
+        from dlci import models
+        from dlci.rules.base import resolve_function
+        from dlci.rules.runner import case_for
+        from dlci.rules.torch.common import derivation_reason
+        with models.quiet():
+            return derivation_reason(case_for(inst), resolve_function(check_path))
+    return check
+
+
+def opinfo_flag(flag: str, missing_ok: bool = True):
+    def check(inst: Instance) -> str | None:
+        info = opinfo(inst)
+        if info is None:
+            return None if missing_ok else "no OpInfo for this instance"
+        return None if getattr(info, flag, False) else f"OpInfo.{flag} is False"
+    return check
+
+
+def float_input(inst: Instance) -> str | None:
+    return None if any(s.dtype.startswith("float") for s in inst.inputs) else "no floating-point input"
+
+
+def first_input_tensor(inst: Instance) -> str | None:
+    first = (inst.call.get("args") or [None])[0] if inst.call["kind"] == "torch_fn" else \
+        (inst.call.get("forward_args") or [None])[0]
+    return None if first == {"$t": 0} else "the first argument is not input 0"
+
+
+def compile_checked(inst: Instance) -> str | None:
+    info = opinfo(inst)
+    if info is not None and getattr(info, "skip_correctness_check_compile_vs_eager", False):
+        return "OpInfo.skip_correctness_check_compile_vs_eager: numerics documented to differ"
+    return None
+
+
+def conv_like(inst: Instance) -> str | None:
+    names = set(param_names(target(inst)))
+    need = {"weight", "groups"} if inst.call["kind"] == "torch_fn" else {"in_channels", "kernel_size", "groups"}
+    return None if need <= names else "not a convolution (signature has no weight/groups or kernel_size/groups)"
+
+
+def not_transposed(inst: Instance) -> str | None:
+    return "transposed convolution" if "output_padding" in param_names(target(inst)) else None
+
+
+def string_padding(inst: Instance) -> str | None:
+    return None if accepts_string_padding(inst) else "padding does not take 'same' (signature/docs)"
+
+
+def sparse_layout(flag: str):
+    def check(inst: Instance) -> str | None:
+        reason = opinfo_flag(flag, missing_ok=False)(inst) or first_input_tensor(inst)
+        if reason:
+            return reason
+        if flag == "supports_sparse_csr" and len(inst.inputs[0].shape) < 2:
+            return "CSR needs a 2-d (or batched) input"
+        return None
+    return check
+
+
+_F32_MAX = 3.4028234663852886e38
+
+
+def scale_in_range(inst: Instance) -> str | None:
+    s = inst.inputs[0]
+    if s.low is not None and max(abs(s.low), abs(s.high)) * 255 >= _F32_MAX:
+        return "255 x overflows float32"
+    return None
+
+
+def selection(low: str, high: str):
+    def check(inst: Instance) -> str | None:
+        if "dtype" in inst.call.get("kwargs", {}):
+            return "an explicit dtype argument fixes the computation dtype"
+        return selection_probe(inst, low, high)
+    return check
+
+
+def dtypes_have(*names: str):
+    def check(inst: Instance) -> str | None:
+        dts = supported_dtypes(inst)
+        if dts is None:
+            return "no OpInfo/ModuleInfo dtypes for this instance"
+        missing = [n for n in names if n not in dts]
+        return f"OpInfo/ModuleInfo dtypes lack {', '.join(missing)}" if missing else None
+    return check
+
+
+def int64_inputs(inst: Instance) -> str | None:
+    ints = [s for s in inst.inputs if s.dtype == "int64"]
+    if not ints:
+        return "no int64 input"
+    if any(s.low is not None and (s.low < -2**31 or s.high > 2**31 - 1) for s in ints):
+        return "int64 values outside the int32 range"
+    return None
+
+
+def f16_range(inst: Instance) -> str | None:
+    floats = [s for s in inst.inputs if s.dtype == "float32"]
+    if not floats:
+        return "no float32 input"
+    if any(s.low is not None and max(abs(s.low), abs(s.high)) > 65504 for s in floats):
+        return "values beyond the float16 range"
+    return None
+
+
+def documented_pad(inst: Instance) -> str | None:
+    return None if is_pad(inst) else "not documented as padding ('Pads tensor')"
+
+
+def has_state(inst: Instance) -> str | None:
+    if inst.call.get("kind") != "torch_module":
+        return "torch_module instances only"
+    return None if any(k.startswith("state:") for k in inst.arrays) else "module has no state"
+
+
+def spatial_input(inst: Instance) -> str | None:
+    ok = any(s.dtype.startswith("float") and len(s.shape) in (4, 5) for s in inst.inputs)
+    return None if ok else "no 4-d/5-d floating-point input"
+
+
+def derivatives_tested(inst: Instance) -> str | None:
+    """The OpInfo's own derivative tests cover plain inputs: no structure-imposing gradcheck_wrapper (hermitian,
+    triangular, masked inputs: derivatives only on a subspace) and no skip of its forward/backward-AD tests."""
+    info = opinfo(inst)
+    if info is None:
+        return "no OpInfo for this instance"
+    wrapper = getattr(info.gradcheck_wrapper, "__name__", "")
+    if wrapper != "<lambda>":
+        return f"OpInfo.gradcheck_wrapper is {wrapper}: derivatives are defined on structured inputs only"
+    tests = {"test_forward_mode_AD", "test_fn_fwgrad_bwgrad", "test_fn_grad"}
+    for d in list(info.skips or ()) + list(info.decorators or ()):
+        if getattr(d, "cls_name", None) in ("TestFwdGradients", "TestBwdGradients") and \
+                getattr(d, "test_name", None) in tests and \
+                any("skip" in repr(x).lower() or "expectedFailure" in repr(x) for x in getattr(d, "decorators", ())):
+            return f"OpInfo skips {d.cls_name}.{d.test_name}"
+    return None

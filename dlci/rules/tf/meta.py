@@ -2,9 +2,10 @@
 
 Applicability is read from the instance itself (the layer's ``get_config()`` keys, its class name's rank suffix,
 its input specs) and from keras' own API (``inspect.signature`` of the sibling classes), so a layer keras adds
-tomorrow is covered when it has the same shape of configuration. The two tables below are documentation turned
-into data: ``FORMULAS`` (which layers have a formula in their keras docstring, and where it is) and ``SCALING``
-(how a layer's output scales when its input is multiplied by a constant, read off those same formulas).
+tomorrow is covered when it has the same shape of configuration. Two tables are documentation turned
+into data: ``FORMULAS`` below (which layers have a formula in their keras docstring, and where it is) and
+``dlci.rules.tf.laws.SCALING`` (how a layer's output scales when its input is multiplied by a constant, read off
+those same formulas; the image_scale rule's graph reads it too).
 
 Importing this module imports no framework; keras is imported lazily by the checks that read its signatures.
 """
@@ -14,9 +15,9 @@ import functools
 import inspect
 import re
 
-IMAGE_SCALE = 255.0  # normalized [0, 1] images vs 0-255 images
+from dlci.rules.tf.laws import SCALING
 
-# layer class -> where its formula is written (keras 3 docstrings; the rule's code holds the formula itself)
+# layer class -> where its formula is written (keras 3 docstrings; dlci.rules.tf.formula holds the formula itself)
 FORMULAS = {
     "activation": {
         "ELU": "keras.layers.ELU docstring: f(x) = alpha * (exp(x) - 1) for x < 0, x for x >= 0",
@@ -25,7 +26,7 @@ FORMULAS = {
         "ReLU": "keras.layers.ReLU docstring: max_value above max_value, x from threshold, "
                 "negative_slope * (x - threshold) below",
         "Softmax": "keras.layers.Softmax docstring: exp(x) / sum(exp(x), axis)",
-        "Activation": "keras.activations.<name> docstrings (the table ACTIVATIONS in the rule's code)",
+        "Activation": "keras.activations.<name> docstrings (the table ACTIVATIONS in dlci.rules.tf.formula)",
     },
     "normalization": {
         "BatchNormalization": "keras.layers.BatchNormalization docstring (inference): "
@@ -52,7 +53,7 @@ FORMULAS = {
     },
 }
 
-# keras.activations functions whose docstring formula the rule's code implements (names as in get_config())
+# keras.activations functions whose docstring formula dlci.rules.tf.formula implements (names as in get_config())
 ACTIVATION_NAMES = (
     "linear", "relu", "relu6", "leaky_relu", "elu", "selu", "softplus", "softsign", "soft_shrink", "sparse_plus",
     "silu", "swish", "squareplus", "gelu", "celu", "tanh", "tanh_shrink", "hard_tanh", "hard_shrink", "sigmoid",
@@ -62,32 +63,6 @@ ACTIVATION_NAMES = (
 
 # positively homogeneous activations: f(s * x) = s * f(x) for s > 0 (read off their formulas)
 HOMOGENEOUS_ACTIVATIONS = (None, "linear", "relu", "leaky_relu")
-
-# Scaling laws, from the layers' formulas: with the input multiplied by s, the layer whose config entries and
-# weights named here are multiplied by s**power gives s**degree times the original output. "activation": the
-# layer's activation must be positively homogeneous.
-_AFFINE = {"degree": 1, "weights": {"bias": 1}, "activation": True}
-_NORM = {"degree": 0, "config": {"epsilon": 2}}
-SCALING = {
-    "ReLU": {"degree": 1, "config": {"max_value": 1, "threshold": 1}},
-    "LeakyReLU": {"degree": 1}, "PReLU": {"degree": 1},
-    "Activation": {"degree": 1, "activation": True},
-    "Masking": {"degree": 1, "config": {"mask_value": 1}},
-    "Dense": _AFFINE, "EinsumDense": _AFFINE,
-    "BatchNormalization": {"degree": 0, "config": {"epsilon": 2}, "weights": {"moving_mean": 1, "moving_variance": 2}},
-    "LayerNormalization": _NORM, "GroupNormalization": _NORM, "RMSNormalization": _NORM,
-    "UnitNormalization": {"degree": 0},
-    "Flatten": {"degree": 1}, "Reshape": {"degree": 1}, "Permute": {"degree": 1}, "RepeatVector": {"degree": 1},
-    "Identity": {"degree": 1},
-}
-for _n in (1, 2, 3):
-    SCALING.update({f"Conv{_n}D": _AFFINE, f"Conv{_n}DTranspose": _AFFINE})
-    if _n < 3:  # keras has depthwise and separable convolutions in 1-D and 2-D only
-        SCALING.update({f"DepthwiseConv{_n}D": _AFFINE, f"SeparableConv{_n}D": _AFFINE})
-    for _family in ("MaxPooling", "AveragePooling", "GlobalMaxPooling", "GlobalAveragePooling",
-                    "AdaptiveMaxPooling", "AdaptiveAveragePooling", "ZeroPadding", "Cropping", "UpSampling"):
-        SCALING[f"{_family}{_n}D"] = {"degree": 1}
-del _n, _family
 
 # keys of a layer's config that give axes of its input (normalisations, softmax, ...)
 _AXIS_KEYS = ("axis", "axes")
