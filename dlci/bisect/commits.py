@@ -46,15 +46,11 @@ def runtime_defaults(repo, config: Config) -> tuple[tuple[str, ...], dict]:
     from dlci.profiles import FALLBACK, PROFILES, registry
     registry()
     names = config.profiles or [n for n in PROFILES if n != FALLBACK and PROFILES[n].detect(repo)]
-    paths: list[str] = []
-    env: dict = {}
-    for name in names:
-        p = PROFILES.get(name)
-        if p is None:
-            raise BisectInputError(f"{config.source}: unknown profile {name!r}; known: {', '.join(sorted(PROFILES))}")
-        paths += [x for x in p.python_path if x not in paths]
-        env.update(p.env or {})
-    return tuple(paths), env
+    unknown = [n for n in names if n not in PROFILES]
+    if unknown:
+        raise BisectInputError(f"{config.source}: unknown profile {unknown[0]!r}; known: {', '.join(sorted(PROFILES))}")
+    from dlci.scan.selection import runtime_defaults as defaults_of
+    return defaults_of(names)
 
 
 def commit_range(repo_path: Path, good: str, bad: str) -> tuple[list[str], dict[str, str]]:

@@ -50,8 +50,8 @@ def runtime_defaults(profile_names: list[str]) -> tuple[tuple[str, ...], dict]:
     env: dict = {}
     for name in profile_names:
         p = PROFILES[name]
-        paths += [x for x in getattr(p, "python_path", ()) if x not in paths]
-        env.update(getattr(p, "env", {}) or {})
+        paths += [x for x in p.python_path if x not in paths]
+        env.update(p.env or {})
     return tuple(paths), env
 
 
