@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from dlci.errors import ExitCode, InfrastructureError, UsageError  # noqa: E402
+from dlci.exec import cancel  # noqa: E402
 from dlci.findings import is_new  # noqa: E402
 from dlci.github import runner as R  # noqa: E402
 from dlci.report.document import Report  # noqa: E402
@@ -80,8 +81,8 @@ def _scan(s: dict, base: str, head: str, targets: str | None) -> tuple[int, Repo
         except InfrastructureError as e:
             say(f"error: {e}")
             code = ExitCode.INTERNAL
-        except (Exception, KeyboardInterrupt):
-            say("internal error:\n" + traceback.format_exc())
+        except (Exception, KeyboardInterrupt, cancel.Cancelled):
+            say("internal error or cancelled:\n" + traceback.format_exc()[-3000:])
             code = ExitCode.INTERNAL
     partial = s["out"] / "findings.json"
     return code, Report.read(partial) if partial.is_file() else None
@@ -254,6 +255,7 @@ def _write_pr_file(out: Path, pr, head: str) -> None:
 
 
 def run() -> int:
+    cancel.install()  # a cancelled workflow run (SIGINT, then SIGTERM) still posts what it found
     try:
         settings = _settings()
         return {"single": mode_single, "plan": mode_plan, "run": mode_run, "report": mode_report}[settings["mode"]](

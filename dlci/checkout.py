@@ -16,6 +16,7 @@ import sysconfig
 from pathlib import Path
 
 from dlci.config import Config
+from dlci.exec import cancel
 
 INSTALL_TIMEOUT = 1800
 
@@ -55,8 +56,11 @@ class Checkout:
         return value.format(checkout=str(self.path), prefix=str(self.prefix),
                             site_packages=sysconfig.get_paths()["purelib"])
 
-    def prepare(self, config: Config) -> None:
-        """Run the configured install command in the checkout (its output kept for the report)."""
+    def prepare(self, config: Config, profiles=()) -> None:
+        """Give the checkout what its profiles say it needs (e.g. TVM's headers), then run the configured install
+        command in it (its output kept for the report)."""
+        for profile in profiles:
+            profile.prepare_checkout(self.path)
         if not config.install:
             return
         self.prefix.mkdir(parents=True, exist_ok=True)
@@ -64,8 +68,8 @@ class Checkout:
         cmd = self._expand(config.install)
         try:
             # the PR's own install command: untrusted code, so it never sees tokens or runner secrets
-            proc = subprocess.run(cmd, shell=True, cwd=str(self.path), capture_output=True, text=True,
-                                  timeout=INSTALL_TIMEOUT, env=scrubbed_env(self.env(config, ())))
+            proc = cancel.run(cmd, shell=True, cwd=str(self.path),
+                              timeout=INSTALL_TIMEOUT, env=scrubbed_env(self.env(config, ())))
         except subprocess.TimeoutExpired:
             raise CheckoutError(f"install command for {self.label} timed out after {INSTALL_TIMEOUT} s: {cmd}")
         self.install_log = (proc.stdout + proc.stderr)[-20000:]

@@ -12,6 +12,7 @@ import traceback
 from dlci.commands import commands
 from dlci.commands.common import say
 from dlci.errors import ExitCode, InfrastructureError, UsageError
+from dlci.exec import cancel
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # argparse exits 2 on usage errors, 0 on --help
         return int(e.code or 0)
+    cancel.install()  # SIGTERM/SIGINT in any phase: the partial report is written, exit 3
     try:
         return int(args.run(args))
     except UsageError as e:
@@ -39,8 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     except InfrastructureError as e:
         say(f"error: {e}")
         return ExitCode.INTERNAL
-    except KeyboardInterrupt:
-        say("interrupted")
+    except (cancel.Cancelled, KeyboardInterrupt) as e:
+        say(f"interrupted ({e or 'SIGINT'}): partial results written")
         return ExitCode.INTERNAL
     except Exception:
         say("internal error:\n" + traceback.format_exc())

@@ -24,25 +24,27 @@ def run(instances: Sequence[Instance], targets: dict, options: RunOptions, *, ro
     (out / "repro").mkdir(parents=True, exist_ok=True)
     campaign = Campaign({i.id: i for i in instances}, dict(targets))
     tests = stages.plan(instances, campaign.targets, route=route)
+    findings: list = []
     try:
         with stages.open_engine(options, campaign.targets) as engine:
             stages.execute(campaign, tests, engine, options)
+            findings = stages.collect(campaign)
             if options.reduce and not campaign.interrupted:
-                stages.reduce(campaign, engine, options)
+                stages.reduce(findings, campaign, engine, options)
     except BaseException:
         # an internal error must not lose what was gathered: write the partial report, then fail loudly
         campaign.interrupted = True
-        stages.report(campaign, stages.collect(campaign)).write(out)
+        stages.report(campaign, findings or stages.collect(campaign)).write(out)
         raise
-    return publish(campaign, stages.collect(campaign), options)
+    return publish(campaign, findings, options)
 
 
 def publish(campaign: Campaign, findings: list, options: RunOptions, *, env: dict | None = None,
-            pr: dict | None = None) -> Report:
-    """Write the findings, then their reproducers (run alone when asked), then the final report with the known
-    issues marked. The first write means a crash while reproducing loses nothing."""
+            pr: dict | None = None, until: float | None = None) -> Report:
+    """Write the findings, then their reproducers (run alone when asked, none started after ``until``), then the
+    final report with the known issues marked. The first write means a crash while reproducing loses nothing."""
     stages.report(campaign, findings, pr=pr).write(options.out)
-    reported, unreproduced = stages.reproduce(findings, campaign, options, env=env)
+    reported, unreproduced = stages.reproduce(findings, campaign, options, env=env, until=until)
     report = stages.report(campaign, reported, unreproduced=unreproduced, pr=pr)
     report.mark_known(options.known)
     report.write(options.out)

@@ -55,11 +55,11 @@ def open_engine(options: RunOptions, targets: dict, *, env: dict | None = None, 
 
 
 def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: RunOptions, *,
-            trace_files: tuple[str, ...] = ()) -> None:
-    """Run the tests until the budget ends, streaming every outcome to results.jsonl; a failure is re-run once
-    (another instance of its signature if that flakes) before it counts, its confirmation jumping the queue.
-    Confirmations still owed when the budget ends get a short grace. ``trace_files``: converter files whose lines
-    are recorded while converting (PR mode)."""
+            trace_files: tuple[str, ...] = (), until: float | None = None, hard_until: float | None = None) -> None:
+    """Run the tests until ``until`` (monotonic; default: the budget from now), streaming every outcome to
+    results.jsonl; a failure is re-run once (another instance of its signature if that flakes) before it counts, its
+    confirmation jumping the queue. Confirmations still owed then get a short grace, never past ``hard_until``.
+    ``trace_files``: converter files whose lines are recorded while converting (PR mode)."""
     say = options.progress
     confirm_queue: deque = deque()
     pending_confirm: dict[str, str] = {}  # job id -> signature
@@ -107,14 +107,15 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
                     f"{len(campaign.failures)} failure signatures, {len(campaign.confirmed())} confirmed")
 
         budget = options.budget or 0.0
-        info = engine.run(jobs(), on_result, deadline=time.monotonic() + budget)
+        info = engine.run(jobs(), on_result, deadline=until if until is not None else time.monotonic() + budget)
         campaign.interrupted = _cancelled(info)
         # confirmation jobs the engine pulled but never dispatched (deadline) are owed again
         confirm_queue.extend(pending_confirm.values())
         pending_confirm.clear()
         if confirm_queue and not campaign.interrupted:
             say(f"confirming {len(confirm_queue)} failure signature(s) after the budget")
-            more = engine.run(confirm_jobs(), on_result, deadline=time.monotonic() + max(60.0, 0.1 * budget))
+            grace = time.monotonic() + max(60.0, 0.1 * budget)
+            more = engine.run(confirm_jobs(), on_result, deadline=min(grace, hard_until or grace))
             campaign.interrupted = _cancelled(more)
         campaign.engine_info = _info_dict(info)
 
@@ -128,42 +129,48 @@ def _info_dict(info) -> dict:
     return {k: v for k, v in d.items() if isinstance(v, (int, float, bool, str, list, dict))}
 
 
-def reduce(campaign: Campaign, engine: Engine, options: RunOptions) -> None:
-    """Shrink each confirmed signature's representative while it still fails the same way (same signature), in
-    the campaign's own workers; a reduced instance that fails again on its confirmation run replaces it."""
+def reduce(findings: list[Finding], campaign: Campaign, engine: Engine, options: RunOptions, *,
+           until: float | None = None) -> None:
+    """Shrink each finding's representative, in the order given, while it still fails the same way (the finding's
+    signature), in the campaign's own workers; a reduced instance that failed again on its confirmation run becomes
+    the finding's representative. ``until``: no reduction starts after it, and each gets a fair share of what is
+    left."""
     from dlci.reduce import engine_runner, reduce_instance
-    seconds = options.seconds_to_reduce(options.budget or 0.0)
-    for sig in campaign.confirmed():
-        if campaign.interrupted:
+    for n, f in enumerate(findings):
+        seconds = options.seconds_to_reduce(options.budget or 0.0)
+        if until is not None:
+            seconds = min(seconds, (until - time.monotonic()) / (len(findings) - n))
+        if campaign.interrupted or seconds < 2:
             return
-        rep = campaign.representative(sig)
-        target = campaign.targets[rep.target]
-        red = reduce_instance(campaign.instances[rep.instance_id], rep.target, sig,
-                              run=engine_runner(engine, rep.target, options.timeout, func=target.job_func),
+        target = campaign.targets[f.target]
+        sig = campaign.base_signature(f.signature)
+        red = reduce_instance(campaign.instances[f.instance_id], f.target, sig,
+                              run=engine_runner(engine, f.target, options.timeout, func=target.job_func),
                               modules=target.modules, budget=seconds)
-        campaign.reductions[sig] = red
+        f.reduction = _reduction_summary(red)
         if red.confirmed and red.changed and red.outcome:
+            out = Outcome.from_dict(red.outcome)
             campaign.instances[red.reduced.id] = red.reduced
-            campaign.failures[sig].append(Outcome.from_dict(red.outcome))
+            campaign.failures[sig].append(out)
+            f.extra.setdefault("unreduced_instance", f.instance_id)
+            f.instance_id = out.instance_id
+            f.message, f.distance, f.traceback = out.message[:2000], out.distance, out.traceback[-4000:]
+            f.instances = sorted(set(f.instances) | {out.instance_id})
             ops = (f"{red.before['operators']} -> {red.after.get('operators')} operators, "
                    if red.before.get("operators", 1) != red.after.get("operators", 1) else "")
-            options.progress(f"reduced {rep.op} on {rep.target}: {ops}{red.before.get('elements')} -> "
+            options.progress(f"reduced {f.operator} on {f.target}: {ops}{red.before.get('elements')} -> "
                              f"{red.after.get('elements')} elements in {red.seconds:.0f} s"
                              + (f"; parameters that matter: {', '.join(red.params_that_matter)}"
                                 if red.params_that_matter else ""))
 
 
 def collect(campaign: Campaign) -> list[Finding]:
-    """One finding per confirmed signature, represented by its reduced instance when the reduction held (else the
-    smallest instance); failures an exporter shows identically are the exporter's (see attribute_to_exporter)."""
+    """One finding per confirmed signature, represented by its smallest instance; failures an exporter shows
+    identically are the exporter's (see attribute_to_exporter)."""
     findings: list[Finding] = []
     for sig in campaign.confirmed():
         outcomes = campaign.steady_outcomes(sig)
-        red = campaign.reductions.get(sig)
-        if red is not None and red.confirmed and red.changed and red.outcome:
-            rep = Outcome.from_dict(red.outcome)  # the reduced instance, with the message it failed with
-        else:
-            rep = campaign.representative(sig)
+        rep = campaign.representative(sig)
         inst = campaign.instances[rep.instance_id]
         target = campaign.targets[rep.target]
         findings.append(Finding(
@@ -172,7 +179,7 @@ def collect(campaign: Campaign) -> list[Finding]:
             message=rep.message[:2000], instance_id=rep.instance_id, origin=inst.origin.__dict__,
             distance=rep.distance, traceback=rep.traceback[-4000:], log=rep.log[-2000:],
             instances=sorted({o.instance_id for o in outcomes}), operators=sorted({o.op for o in outcomes}),
-            confirmed=True, reduction=_reduction_summary(red), **target.finding_details()))
+            confirmed=True, **target.finding_details()))
     return attribute_to_exporter(findings, campaign)
 
 
@@ -220,12 +227,17 @@ def _reduction_summary(red) -> dict | None:
 
 # -- reproduce --------------------------------------------------------------------------------------------------
 
+FALLBACKS = 2  # larger instances a finding's reproducer falls back to before the finding is dropped
+
+
 def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, *,
-              env: dict | None = None) -> tuple[list[Finding], list[dict]]:
+              env: dict | None = None, until: float | None = None) -> tuple[list[Finding], list[dict]]:
     """Render each finding's standalone reproducer (and its test in the target repository's style) and, unless
-    told not to, run it alone in a fresh interpreter (``env``: the revision's environment). A finding whose
-    reproducer does not reproduce is not reported: it comes back in the second list (for triage), its scripts
-    moved to repro/unreproduced/. The reported findings are renumbered F001... and their scripts re-rendered."""
+    told not to, run it alone in a fresh interpreter (``env``: the revision's environment), in the order given. A
+    reproducer that does not reproduce falls back to the unreduced instance, then to other instances of the finding,
+    before the finding is dropped (it then comes back in the second list, for triage, its scripts moved to
+    repro/unreproduced/). A check that would start after ``until`` is not run: the finding stays, unchecked. The
+    reported findings are renumbered F001... and their scripts re-rendered."""
     from dlci.findings.repro import check_repro
     out = options.out
     (out / "repro").mkdir(parents=True, exist_ok=True)
@@ -241,9 +253,25 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
     unreproduced: list[dict] = []
     if options.check_repros and not campaign.interrupted:
         def check(finding: Finding) -> None:
-            if finding.id not in paths:
+            if finding.id not in paths or (until is not None and time.monotonic() > until):
                 return
             finding.repro_checked = check_repro(paths[finding.id], env=env)
+            for alternative in _alternatives(finding, campaign)[:FALLBACKS]:
+                if finding.repro_checked or (until is not None and time.monotonic() > until):
+                    break
+                options.progress(f"reproducer {finding.repro} does not reproduce alone: trying instance "
+                                 f"{alternative}")
+                tried = finding.instance_id
+                finding.instance_id = alternative
+                old = paths[finding.id]
+                paths[finding.id] = _render(finding, campaign, out)
+                if old != paths[finding.id]:
+                    old.unlink(missing_ok=True)
+                finding.repro = str(paths[finding.id].relative_to(out))
+                _render_test_style(finding, campaign, options)
+                finding.repro_checked = check_repro(paths[finding.id], env=env)
+                finding.extra["reproducer_fallback"] = (f"the reproducer of instance {tried} did not reproduce alone; "
+                                                        f"this one uses instance {alternative}")
             if finding.test_style_repro:
                 from dlci.findings.test_style import check_test, pytest_available
                 if pytest_available():  # the standalone script alone decides whether a finding is reported
@@ -268,6 +296,15 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
     for n, finding in enumerate(findings, start=1):
         _renumber(finding, f"F{n:03d}", campaign, options)
     return findings, unreproduced
+
+
+def _alternatives(finding: Finding, campaign: Campaign) -> list[str]:
+    """Instances a finding's reproducer may fall back to: the one it was reduced from, then its other instances
+    (smallest first)."""
+    first = [finding.extra["unreduced_instance"]] if finding.extra.get("unreduced_instance") else []
+    rest = sorted((i for i in finding.instances if i not in first and i != finding.instance_id),
+                  key=lambda i: campaign.instances[i].size())
+    return [i for i in first + rest if i != finding.instance_id and i in campaign.instances]
 
 
 def _renumber(finding: Finding, new_id: str, campaign: Campaign, options: RunOptions) -> None:

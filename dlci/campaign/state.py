@@ -1,4 +1,4 @@
-"""What a campaign has gathered so far: counts, failures by signature, confirmations, coverage, reductions."""
+"""What a campaign has gathered so far: counts, failures by signature, confirmations, coverage."""
 from __future__ import annotations
 
 import time
@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 
 from dlci import findings as F
 from dlci.instance import Instance
-from dlci.outcome import CRASH, INCONSISTENT, STATUSES, Outcome
+from dlci.outcome import CRASH, INCONSISTENT, STATUSES, UNSUPPORTED, Outcome
 
 CONFIRM_TRIES = 2  # instances tried per signature before a failure is called flaky
+UNSUPPORTED_KEPT = 4  # unsupported outcomes kept per (target, operator)
 
 
 @dataclass
@@ -28,11 +29,17 @@ class Campaign:
     engine_info: dict = field(default_factory=dict)
     coverage: dict[tuple[str, str], dict] = field(default_factory=dict)  # (instance id, target) -> file -> lines
     first_confirmed_at: float | None = None  # epoch seconds: when the first failure was confirmed
-    reductions: dict[str, object] = field(default_factory=dict)  # signature -> dlci.reduce.Reduction
     confirmed_at: dict[str, float] = field(default_factory=dict)  # signature -> epoch seconds of its confirmation
+    # (target, operator) -> a few outcomes the target called unsupported (PR mode asks the base revision about them)
+    unsupported: dict[tuple[str, str], list[Outcome]] = field(default_factory=dict)
 
     def signature(self, outcome: Outcome) -> str:
         return F.signature(outcome, self.targets[outcome.target].modules)
+
+    @staticmethod
+    def base_signature(signature: str) -> str:
+        """The signature the outcomes were grouped by (a finding split by base attribution has a suffix)."""
+        return F.base_signature(signature)
 
     # -- results ------------------------------------------------------------------------------------------------
     def record(self, outcome: Outcome, confirming: str | None) -> str | None:
@@ -45,6 +52,10 @@ class Campaign:
         self.test_seconds += outcome.seconds
         for stage, secs in (outcome.timings or {}).items():
             self.stage_seconds[stage] += secs
+        if outcome.status == UNSUPPORTED:
+            kept = self.unsupported.setdefault((outcome.target, outcome.op), [])
+            if len(kept) < UNSUPPORTED_KEPT:
+                kept.append(outcome)
         if not F.is_failure(outcome):
             return None
         sig = self.signature(outcome)

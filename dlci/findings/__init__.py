@@ -57,6 +57,14 @@ def signature(outcome: Outcome, modules: tuple[str, ...] = ()) -> str:
     return f"{outcome.target}|{outcome.stage}|{where}|{detail}"
 
 
+NEW_PART = "|new in PR"  # suffix of the part of a finding that base attribution found new (dlci.scan.attribution)
+
+
+def base_signature(signature: str) -> str:
+    """The dedup signature without the suffix base attribution adds to a split finding's new part."""
+    return signature[:-len(NEW_PART)] if signature.endswith(NEW_PART) else signature
+
+
 @dataclass
 class Finding:
     id: str

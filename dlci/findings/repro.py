@@ -19,6 +19,7 @@ from pathlib import Path
 import jinja2
 import numpy as np
 
+from dlci.exec import cancel
 from dlci.instance import Instance, python_literal
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -217,8 +218,8 @@ def ignored_for(inst: Instance) -> set[int]:
 
 
 def skip_values_for(inst: Instance) -> set[int]:
-    from dlci.models import index_outputs
-    return set(index_outputs(inst))
+    from dlci.models import shape_only_outputs
+    return set(shape_only_outputs(inst))
 
 
 def render_repro(finding, inst: Instance, repro_dir: Path, template: str | None = None) -> Path:
@@ -255,8 +256,8 @@ def check_repro(path: Path, timeout: float = 600, env: dict | None = None, log_s
     """Run the reproducer alone in a fresh interpreter: True when it exits 1 (reproduces)."""
     path = Path(path).resolve()  # it runs from its own folder: a relative path would not find it there
     try:
-        proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=timeout,
-                              cwd=str(path.parent), env=scrubbed_env(env))
+        proc = cancel.run([sys.executable, str(path)], timeout=timeout,
+                          cwd=str(path.parent), env=scrubbed_env(env))
     except subprocess.TimeoutExpired:
         path.with_suffix(log_suffix).write_text(f"timed out after {timeout} s\n")
         return False

@@ -28,6 +28,7 @@ from pathlib import Path
 import jinja2
 import numpy as np
 
+from dlci.exec import cancel
 from dlci.findings import repro as R
 from dlci.instance import Instance
 
@@ -457,8 +458,7 @@ def check_test(path: Path, env: dict | None = None, timeout: float = 600) -> boo
                "--rootdir", str(path.parent), "--noconftest", f"--junitxml={report}", str(path)]
         log = path.with_suffix(".log")
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(path.parent),
-                                  env=run_env)
+            proc = cancel.run(cmd, timeout=timeout, cwd=str(path.parent), env=run_env)
         except subprocess.TimeoutExpired:
             log.write_text(f"$ python {' '.join(cmd[1:])}\ntimed out after {timeout} s\n")
             return reproduces(expect, None, None)

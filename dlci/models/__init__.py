@@ -23,10 +23,11 @@ from typing import Any, Callable
 import numpy as np
 
 from dlci.instance import Instance
+from dlci.instance.recipe import VALUES_UNDEFINED, op_base_name
 from dlci.models.convert import flatten_outputs, np_to_torch
 
 __all__ = ["FORMS", "FormUnavailable", "ReferenceError_", "build", "reference", "torch_inputs", "keras_inputs",
-           "index_outputs", "export_onnx", "keras_to_tflite", "clear_cache", "seed_all", "quiet"]
+           "shape_only_outputs", "export_onnx", "keras_to_tflite", "clear_cache", "seed_all", "quiet"]
 
 
 class FormUnavailable(Exception):
@@ -348,6 +349,48 @@ def _onnx_reference(instance: Instance):
     return ref, ref64
 
 
+def exported_reference(instance: Instance, form: str, ref: list[np.ndarray], ref64: list[np.ndarray] | None
+                       ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    """The reference of an instance that reaches a target through an exporter (a torch instance exported to ONNX):
+    the exported model evaluated as its format defines it (ONNX Runtime, onnx.reference where ORT has no kernel),
+    with an fp64 evaluation of the exported model to arbitrate (the source framework's fp64 result otherwise). When
+    no evaluator runs the exported model, the source framework's own reference stays."""
+    if form != "onnx":
+        return ref, ref64
+
+    def make():
+        model = build(instance, "onnx")
+        arrays = instance.input_arrays()
+        try:
+            got = _ort_outputs(model, arrays)
+        except Exception:  # no ORT kernel for this op/dtype: the specification's own evaluator
+            try:
+                from onnx.reference import ReferenceEvaluator
+                got = [np.asarray(o) for o in ReferenceEvaluator(model).run(None, _onnx_feed(model, arrays))]
+            except Exception:
+                return ref, ref64
+        if len(got) != len(ref):  # another output structure: no common ground to judge by
+            return ref, ref64
+        try:
+            got64 = _onnx_reference64(model, arrays)
+        except Exception:
+            got64 = None
+        if got64 is None or [g.shape for g in got64] != [g.shape for g in got]:
+            got64 = ref64 if ref64 is not None and [r.shape for r in ref64] == [g.shape for g in got] else None
+        return got, got64
+    return _cached(instance, "reference:" + form, make)
+
+
+def _ort_outputs(model, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.intra_op_num_threads = so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    return [np.asarray(o) for o in sess.run(None, dict(zip(names, arrays)))]
+
+
 def onnx_input_names(model) -> list[str]:
     """Graph inputs that are fed at run time (initializers with the same name are not)."""
     inits = {i.name for i in model.graph.initializer}
@@ -441,17 +484,6 @@ _INDEX_OUTPUTS = {
 }
 
 
-def op_base_name(op: str) -> str:
-    """'aten::max.dim' -> 'max', 'torch.Tensor.argmax' -> 'argmax', 'onnx::TopK' -> 'TopK'."""
-    if "::" in op:
-        base = op.split("::", 1)[1].split(".")[0]
-    else:
-        base = op.rsplit(".", 1)[-1]
-    if base.startswith("special_"):
-        base = base[len("special_"):]
-    return base.rstrip("_")
-
-
 # operator base name -> outputs that are implementation-defined and not compared at all: the statistics the
 # native normalisation kernels save for backward (empty in eval mode in eager PyTorch, anything elsewhere)
 _UNCOMPARED_OUTPUTS = {"native_batch_norm": {1, 2}, "_native_batch_norm_legit": {1, 2},
@@ -463,9 +495,12 @@ def uncompared_outputs(instance: Instance) -> set[int]:
     return set(_UNCOMPARED_OUTPUTS.get(op_base_name(instance.op), set()))
 
 
-def index_outputs(instance: Instance, n_outputs: int | None = None) -> set[int]:
-    """Output positions that must be compared by shape only (index outputs of argmax, sort, topk, max(dim), ...)."""
+def shape_only_outputs(instance: Instance, n_outputs: int | None = None) -> set[int]:
+    """Output positions that must be compared by shape and dtype only: index outputs of argmax, sort, topk, max(dim)
+    ...; every output of an operator whose values are undefined (empty, empty_like, new_empty, empty_strided)."""
     base = op_base_name(instance.op)
+    if base in VALUES_UNDEFINED:
+        return set(range(n_outputs if n_outputs is not None else 1))
     if instance.framework == "torch" and instance.op.startswith("nn::"):
         # module classes: MaxPool2d(return_indices=True), AdaptiveMaxPool2d(...)
         base = re.sub(r"(?<!^)(?=[A-Z])", "_", base).lower()  # MaxPool2d -> max_pool2d

@@ -6,8 +6,9 @@ Rules that keep it quiet (each one removes a class of false report that maintain
   fp64 result than the float32 reference itself is (the accuracy check torch._dynamo uses for its own bugs);
 - NaN/Inf masks are compared, not ignored: a position counts only when the target's class (nan/±inf/finite)
   differs from the float32 reference *and* from the fp64 reference rounded to the output dtype;
-- index outputs (argmax, sort indices, ...) are compared by shape only: ties make their values arbitrary;
-- integer width differences (int32 for int64) are a documented convention of several runtimes, not a bug.
+- index outputs (argmax, sort indices, ...) are compared by shape and dtype only: ties make their values arbitrary;
+  so are the outputs of operators whose values are undefined (empty, empty_like, ...);
+- dtypes must be the declared ones (the reference's): an int32 where the model declares int64 is a bug.
 """
 from __future__ import annotations
 
@@ -72,8 +73,8 @@ def compare_one(got: np.ndarray, ref: np.ndarray, ref64: np.ndarray | None, *,
         return {"symptom": "shape mismatch", "message": f"shape {list(got.shape)} != expected {list(ref.shape)}",
                 "distance": {"got_shape": list(got.shape), "expected_shape": list(ref.shape)}}
     gk, rk = _kind(got), _kind(ref)
-    if gk != rk or (gk in "fc" and got.dtype.itemsize != ref.dtype.itemsize):
-        # int32 vs int64 is a runtime convention; a float output of another width or a kind change is not
+    if gk != rk or got.dtype.itemsize != ref.dtype.itemsize or got.dtype.kind != ref.dtype.kind:
+        # the reference has the type the model declares: int32 where it says int64 is a bug users hit downstream
         return {"symptom": "dtype mismatch", "message": f"dtype {got.dtype} != expected {ref.dtype}",
                 "distance": {"got_dtype": str(got.dtype), "expected_dtype": str(ref.dtype)}}
     if not values or got.size == 0:

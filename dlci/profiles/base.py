@@ -7,6 +7,7 @@ the file:line that selected it, so a maintainer can see why dlci tests what it t
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from dlci.diff import Diff, GitRepo
 
@@ -46,6 +47,10 @@ class Profile:
     # checkout-relative PYTHONPATH entries, and environment values ({site_packages}, {checkout} are expanded)
     python_path: tuple[str, ...] = ()
     env: dict = {}
+
+    def prepare_checkout(self, root: Path) -> None:
+        """Give a checkout of this kind of repository what it needs, beside its own sources, to run over the
+        installed libraries (nothing by default)."""
 
     def detect(self, repo: GitRepo) -> bool:
         """Is this profile's kind of repository (checked at head)?"""

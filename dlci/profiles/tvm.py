@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from dlci.diff import Diff, FileChange, GitRepo
@@ -67,6 +68,19 @@ class TVMProfile(Profile):
     # the checkout's Python sources over the installed wheel's native library (TVM's frontends are plain Python)
     python_path = ("python",)
     env = {"TVM_LIBRARY_PATH": "{site_packages}/tvm/lib"}
+
+    def prepare_checkout(self, root: Path) -> None:
+        """TVM's build step looks for its C headers next to the Python package (wheel layout) or at the worktree root
+        (source layout). A checkout whose python/ runs over the installed wheel, without the headers at its root,
+        gets the wheel's include/ linked in: otherwise every compile fails with "Cannot find TVM include path"."""
+        import importlib.util
+        pkg = root / "python" / "tvm"
+        if not pkg.is_dir() or (pkg / "include").exists() or (root / "include" / "tvm" / "runtime").is_dir():
+            return
+        spec = importlib.util.find_spec("tvm")
+        installed = Path(spec.origin).parent / "include" if spec and spec.origin else None
+        if installed is not None and (installed / "tvm" / "runtime").is_dir():
+            (pkg / "include").symlink_to(installed, target_is_directory=True)
 
     def detect(self, repo: GitRepo) -> bool:
         return any(repo.exists(_path(fe.files[0])) for fe in FRONTENDS)

@@ -19,10 +19,30 @@ from pathlib import Path
 
 from dlci.campaign import Campaign, RunOptions, publish, stages
 from dlci.config import CONFIG_FILE, Config, ConfigError
+from dlci.findings import is_new
 from dlci.report.document import Report
 from dlci.scan import attribution, coverage, selection
 
 DEFAULT_BUDGET = 300.0
+TEST_SHARE = 0.6  # of the budget for running tests; the rest confirms, attributes, reduces and reproduces
+
+
+class Clock:
+    """The scan's budget is wall-clock for everything: testing gets the first TEST_SHARE of it, the post-processing
+    (attribution, reduction, reproducers; what the PR broke first) the rest, each step by a fraction of what is left
+    when testing ends."""
+
+    def __init__(self, budget: float):
+        self.start = time.monotonic()
+        self.hard = self.start + budget
+        self.tests_until = self.start + TEST_SHARE * budget
+        self._post_start: float | None = None
+
+    def post(self, fraction: float) -> float:
+        """The moment ``fraction`` of the way through the post-processing window."""
+        if self._post_start is None:
+            self._post_start = min(time.monotonic(), self.hard)
+        return self._post_start + fraction * (self.hard - self._post_start)
 
 
 @dataclass
@@ -51,6 +71,7 @@ def scan(req: ScanRequest) -> Report:
                                   sources=req.options.sources or config.sources or None,
                                   limit_per_op=req.options.limit_per_op or config.limit_per_op,
                                   known=list(req.options.known) + config.known())
+    clock = Clock(options.budget)
     try:
         analysis = profiles.analyse(repo, only=config.profiles or None)
     except KeyError as e:
@@ -96,12 +117,13 @@ def scan(req: ScanRequest) -> Report:
     def route(inst):
         return {x for c in operators.instance_ops(inst.op) & want.keys() for x in want[c]}
 
+    profiles_here = [profiles.PROFILES[n] for n in analysis.profiles]
     workdir = Path(tempfile.mkdtemp(prefix="dlci-scan-"))
     checkouts: dict[str, Checkout] = {}
     try:
         say(f"checking out head {repo.head[:12]} (git worktree)")
         head = checkouts["head"] = Checkout.create(repo.path, repo.head, workdir, "head")
-        head.prepare(config)
+        head.prepare(config, profiles_here)
         defaults = selection.runtime_defaults(analysis.profiles)
         head_env = head.env(config, *defaults)
         converter_files = selection.converter_files(analysis)
@@ -114,36 +136,47 @@ def scan(req: ScanRequest) -> Report:
         tests = stages.plan(instances, campaign.targets, route=route,
                             order=coverage.edited_lines_first(repo, converter_files, cache))
         (out / "repro").mkdir(parents=True, exist_ok=True)
+        findings: list = []
+        base_env = None
         try:
             with stages.open_engine(options, campaign.targets, env=head_env) as engine:
-                stages.execute(campaign, tests, engine, options, trace_files=trace)
-                if options.reduce and not campaign.interrupted:
-                    stages.reduce(campaign, engine, options)
+                stages.execute(campaign, tests, engine, options, trace_files=trace,
+                               until=clock.tests_until, hard_until=clock.hard)
+            findings = stages.collect(campaign)
+            if (findings or campaign.unsupported) and not campaign.interrupted:
+                say(f"re-running {len(findings)} finding(s) and {len(campaign.unsupported)} unsupported "
+                    f"operator(s) on the base revision {repo.base[:12]}")
+                base = checkouts["base"] = Checkout.create(repo.path, repo.base, workdir, "base")
+                base.prepare(config, profiles_here)
+                base_env = base.env(config, *defaults)
+                findings = attribution.attribute(findings, campaign, options, base_env, clock.post(0.3))
+                attribution.relabel_support_crashes(findings)
+                findings += attribution.support_removed(campaign, options, base_env, head_env, clock.post(0.4))
+                findings = attribution.fold(findings)
+                for f in findings:
+                    cov = [campaign.coverage.get((iid, f.target), {}) for iid in f.instances]
+                    f.reaches_change = coverage.reaches(cov, head.path, converter_files, repo) \
+                        if converter_files else None
+            findings.sort(key=lambda f: not is_new(f))  # what the PR broke first: reduced and reproduced first
+            if options.reduce and findings and not campaign.interrupted:
+                with stages.open_engine(options, campaign.targets, env=head_env) as engine:
+                    stages.reduce(findings, campaign, engine, options, until=clock.post(0.7))
+            pr["coverage"] = coverage.summary(campaign, head.path, converter_files, repo, cache)
+            pr["head_run"] = head.run_hint(head_env)
+            if base_env is not None:
+                pr["base_run"] = checkouts["base"].run_hint(base_env)
+            report = publish(campaign, findings, options, env=head_env, pr=pr, until=clock.post(0.9))
+            if options.check_repros and base_env is not None:
+                attribution.check_on_base([f for f in report.findings if is_new(f)], options, base_env,
+                                          until=clock.hard)
         except BaseException:
+            # budget, cancellation or an internal error: what was gathered is written before anything else
             campaign.interrupted = True
-            stages.report(campaign, stages.collect(campaign), pr=pr).write(out)
+            stages.report(campaign, findings or stages.collect(campaign), pr=pr).write(out)
             raise
-        findings = stages.collect(campaign)
-
-        base_env = None
-        if findings and not campaign.interrupted:  # new in the PR, or already on the base revision
-            say(f"re-running {len(findings)} finding(s) on the base revision {repo.base[:12]}")
-            base = checkouts["base"] = Checkout.create(repo.path, repo.base, workdir, "base")
-            base.prepare(config)
-            base_env = base.env(config, *defaults)
-            attribution.attribute(findings, campaign, options, base_env)
-            findings = attribution.fold(findings)
-            for f in findings:
-                cov = [campaign.coverage.get((iid, f.target), {}) for iid in f.instances]
-                f.reaches_change = coverage.reaches(cov, head.path, converter_files, repo) \
-                    if converter_files else None
-        pr["coverage"] = coverage.summary(campaign, head.path, converter_files, repo, cache)
-        pr["head_run"] = head.run_hint(head_env)
-        if base_env is not None:
-            pr["base_run"] = checkouts["base"].run_hint(base_env)
-        report = publish(campaign, findings, options, env=head_env, pr=pr)
-        if options.check_repros and base_env is not None and report.findings:
-            attribution.check_on_base(report.findings, options, base_env)
+        unchecked = [f.id for f in report.findings if f.repro_checked is None and options.check_repros]
+        if unchecked:
+            report.stats["not_reproduced_in_budget"] = unchecked  # listed, reproducer rendered, not run alone
         pr["known_issues_matched"] = sum(1 for f in report.findings if f.known)
         report.stats["seconds"] = round(time.time() - t0, 2)
         report.write(out)

@@ -11,43 +11,125 @@ from dlci.exec import Job
 from dlci.findings import Finding
 from dlci.outcome import Outcome, same_digest
 
-BASE_RERUNS = 2  # instances of a finding re-run on the base revision
+BASE_RERUNS = 8  # instances of one finding re-run on the base revision, each attributed on its own
+SUPPORT_PROBES = 2  # instances per (target, operator) said unsupported on head that are tried on base
+SUPPORT_GROUPS = 40  # (target, operator) pairs probed at most
 
 
-def attribute(findings: list[Finding], campaign: Campaign, options: RunOptions, base_env: dict) -> None:
-    """Re-run each finding's instances on the base revision: the same failure there means it is not new."""
-    jobs, owner = [], {}
+def _run(jobs: list[Job], campaign: Campaign, options: RunOptions, env: dict, log: str,
+         deadline: float) -> dict[str, Outcome]:
+    """Run jobs in a fresh engine with ``env``; job id -> outcome (jobs cut by the deadline are missing)."""
+    results: dict[str, Outcome] = {}
+    if not jobs:
+        return results
+    with open_engine(options, campaign.targets, env=env, log_dir=Path(options.out) / "logs" / log) as engine:
+        engine.run(jobs, lambda job, r: results.__setitem__(job.id, Outcome.from_dict(r)), deadline=deadline)
+    return results
+
+
+def _job(prefix: str, campaign: Campaign, iid: str, target: str) -> Job:
+    return Job(id=f"{prefix}:{iid}@{target}", func=campaign.targets[target].job_func,
+               args=(campaign.instances[iid], target), instance_id=iid, op=campaign.instances[iid].op,
+               target=target, affinity=iid)
+
+
+def attribute(findings: list[Finding], campaign: Campaign, options: RunOptions, base_env: dict,
+              deadline: float) -> list[Finding]:
+    """Re-run each finding's instances on the base revision, each judged on its own: an instance that fails the same
+    way there (same signature and, for wrong results, the very same wrong numbers) is old; one that passes, or fails
+    otherwise, is new. A finding with both is split in two, so a new failure is never hidden in an old one. Returns
+    the findings, split ones included."""
+    jobs = []
     for f in findings:
-        for iid in ([f.instance_id] + [i for i in f.instances if i != f.instance_id])[:BASE_RERUNS]:
-            job = Job(id=f"base:{f.id}:{iid}", func=campaign.targets[f.target].job_func,
-                      args=(campaign.instances[iid], f.target), instance_id=iid,
-                      op=campaign.instances[iid].op, target=f.target, affinity=iid)
-            jobs.append(job)
-            owner[job.id] = f
-    results: dict[str, list[Outcome]] = {}
-
-    def on_result(job, result):
-        results.setdefault(owner[job.id].id, []).append(Outcome.from_dict(result))
-
-    with open_engine(options, campaign.targets, env=base_env, log_dir=Path(options.out) / "logs" / "base") as engine:
-        engine.run(jobs, on_result, deadline=time.monotonic() + max(120.0, 0.25 * (options.budget or 0.0)))
+        ids = [f.instance_id] + sorted((i for i in f.instances if i != f.instance_id),
+                                       key=lambda i: campaign.instances[i].size())
+        jobs += [_job(f"base{f.id}", campaign, iid, f.target) for iid in ids[:BASE_RERUNS]]
+    results = _run(jobs, campaign, options, base_env, "base", deadline)
+    out = []
     for f in findings:
-        outs = results.get(f.id, [])
-        if not outs:
+        base = {j.instance_id: results[j.id] for j in jobs if j.id.startswith(f"base{f.id}:") and j.id in results}
+        if not base:
             f.new_in_pr, f.base = None, {"status": "not run", "note": "base re-run did not complete"}
+            out.append(f)
             continue
-        head_outs = {o.instance_id: o for o in campaign.failures.get(f.signature, [])}
-        # the same failure: same signature and, for wrong results, the very same wrong numbers (a PR that changes
-        # how wrong a result is has changed behaviour)
-        same = [o for o in outs if F.is_failure(o) and campaign.signature(o) == f.signature
-                and (o.instance_id not in head_outs or same_digest(o.digest, head_outs[o.instance_id].digest))]
-        f.new_in_pr = not same
-        o = same[0] if same else outs[0]
-        f.base = {"status": o.status, "symptom": o.symptom, "stage": o.stage, "same_failure": bool(same),
-                  "instances": [x.instance_id for x in outs]}
-        passing = [x.instance_id for x in outs if x.status == "pass"]
-        if f.new_in_pr and passing and f.instance_id not in passing:
-            f.instance_id = passing[0]  # the reproducer then fails on head and passes on base
+        head = {o.instance_id: o for o in campaign.failures.get(f.signature, [])}
+        old = [i for i, o in base.items() if F.is_failure(o) and campaign.signature(o) == f.signature
+               and (i not in head or same_digest(o.digest, head[i].digest))]
+        new = [i for i in base if i not in old]
+        unattributed = [i for i in f.instances if i not in base]
+        if old and new:  # one signature, two stories: report them apart
+            out += [_part(f, old + unattributed, False, base, campaign),
+                    _part(f, new, True, base, campaign, suffix=F.NEW_PART)]
+        else:
+            out.append(_part(f, f.instances, bool(new), base, campaign))
+    return out
+
+
+def _part(f: Finding, instances: list[str], new: bool, base: dict[str, Outcome], campaign: Campaign,
+          suffix: str = "") -> Finding:
+    """The finding restricted to ``instances``, attributed new or old; represented by the instance that fails on
+    head and passes on base when new (its reproducer then fails on head and passes on base)."""
+    part = Finding.from_dict(f.to_dict())
+    part.signature = f.signature + suffix
+    part.instances = sorted(instances)
+    part.new_in_pr = new
+    mine = {i: o for i, o in base.items() if i in instances}
+    passing = [i for i, o in mine.items() if o.status == "pass"]
+    if part.instance_id not in instances or (new and passing and part.instance_id not in passing):
+        pick = min(passing or list(mine) or instances, key=lambda i: campaign.instances[i].size())
+        head = next((o for o in campaign.failures.get(f.signature, []) if o.instance_id == pick), None)
+        part.instance_id = pick
+        part.reduction = None  # the reduced instance belongs to the other part
+        if head is not None:
+            part.message, part.distance, part.traceback = head.message[:2000], head.distance, head.traceback[-4000:]
+    o = mine.get(part.instance_id) or next(iter(mine.values()), None)
+    part.base = {"status": o.status if o else "not run", "symptom": o.symptom if o else "",
+                 "stage": o.stage if o else None, "same_failure": not new,
+                 "instances": sorted(mine), "not_run": sorted(set(instances) - set(mine))}
+    return part
+
+
+def support_removed(campaign: Campaign, options: RunOptions, base_env: dict, head_env: dict,
+                    deadline: float) -> list[Finding]:
+    """Tests the head revision says it does not support (or crashes on saying "not implemented") that pass on the
+    base revision: support the PR removed. Each is confirmed by a second head run before it counts."""
+    groups = list(campaign.unsupported.items())[:SUPPORT_GROUPS]
+    probes = [_job(f"support{n}", campaign, o.instance_id, target) for n, ((target, _op), outs) in enumerate(groups)
+              for o in outs[:SUPPORT_PROBES]]
+    on_base = _run(probes, campaign, options, base_env, "support", deadline)
+    passed = [j for j in probes if j.id in on_base and on_base[j.id].status == "pass"]
+    again = _run([_job("confirm-" + j.id, campaign, j.instance_id, j.target) for j in passed], campaign, options,
+                 head_env, "support-confirm", deadline)
+    found: dict[tuple[str, str], Finding] = {}
+    for j in passed:
+        head = again.get(f"confirm-{j.id}")
+        if head is None or head.status != "unsupported":
+            continue
+        key = (j.target, j.op)
+        if key in found:
+            found[key].instances.append(j.instance_id)
+            continue
+        target = campaign.targets[j.target]
+        inst = campaign.instances[j.instance_id]
+        found[key] = Finding(
+            id=f"S{len(found) + 1:03d}", oracle="support", operator=j.op, target=j.target,
+            target_version=target.version(), symptom="support removed", stage=head.stage,
+            signature=f"{j.target}|support|{j.op}|support removed", message=head.message[:2000],
+            instance_id=j.instance_id, origin=inst.origin.__dict__, traceback=head.traceback[-4000:],
+            instances=[j.instance_id], operators=[j.op], new_in_pr=True, confirmed=True,
+            base={"status": "pass", "same_failure": False, "instances": [j.instance_id]},
+            extra={"exception": head.symptom})
+    return list(found.values())
+
+
+def relabel_support_crashes(findings: list[Finding]) -> None:
+    """A new crash whose message says "not implemented"/"unsupported" where base passed is support removed too."""
+    from dlci.targets._common import NOT_SUPPORTED
+    for f in findings:
+        if f.new_in_pr and f.oracle == "crash" and (f.base or {}).get("status") == "pass" \
+                and NOT_SUPPORTED.search(f.message or ""):
+            f.extra["exception"] = f.symptom
+            f.symptom, f.oracle = "support removed", "support"
 
 
 def fold(findings: list[Finding]) -> list[Finding]:
@@ -69,12 +151,14 @@ def fold(findings: list[Finding]) -> list[Finding]:
     return kept
 
 
-def check_on_base(findings: list[Finding], options: RunOptions, base_env: dict) -> None:
-    """Run each reproducer against the base revision: a new bug's must pass there (exit 0)."""
+def check_on_base(findings: list[Finding], options: RunOptions, base_env: dict, until: float | None = None) -> None:
+    """Run each reproducer against the base revision: a new bug's must pass there (exit 0). None starts after
+    ``until``."""
     from concurrent.futures import ThreadPoolExecutor
     from dlci.findings.repro import check_repro
 
     def on_base(f: Finding) -> None:
-        f.repro_passes_on_base = not check_repro(options.out / f.repro, env=base_env, log_suffix=".base.log")
+        if until is None or time.monotonic() < until:
+            f.repro_passes_on_base = not check_repro(options.out / f.repro, env=base_env, log_suffix=".base.log")
     with ThreadPoolExecutor(max(1, options.workers)) as pool:
         list(pool.map(on_base, [f for f in findings if f.repro]))

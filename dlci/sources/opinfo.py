@@ -15,7 +15,7 @@ import numpy as np
 
 from dlci.instance import Instance, Origin, TensorSpec
 from dlci.sources import Source, register, stable_seed
-from dlci.instance.recipe import check_torch_instance, params_of, try_resolve
+from dlci.instance.recipe import VALUES_UNDEFINED, check_torch_instance, params_of, try_resolve
 from dlci.sources._common import Slots, Unencodable, dist_version, encode
 
 # Sampling ops, whose outputs are draws rather than functions of the inputs (name tokens of OpInfo names).
@@ -56,6 +56,9 @@ def fn_path(op) -> str | None:
         # test-internal helpers would need torch's test tree in every worker: not a public operator
         if "testing._internal" not in c and try_resolve(c) is f:
             return c
+    if op.name in VALUES_UNDEFINED:
+        # their OpInfos wrap the call in a lambda that only forwards it (x.new_empty(...), torch.empty_strided(...))
+        return next((c for c in (f"torch.{op.name}", f"torch.Tensor.{op.name}") if try_resolve(c) is not None), None)
     return None
 
 
@@ -87,8 +90,8 @@ class OpInfoSource(Source):
         if op.name.endswith("_") and not op.name.endswith("__") or "inplace" in op.variant_test_name \
                 or "in_place" in op.variant_test_name:
             return "op:inplace"
-        if op.is_factory_function:
-            return "op:factory"
+        if op.is_factory_function and op.name not in VALUES_UNDEFINED:
+            return "op:factory"  # (empty & co.: their converters are worth testing for shape, dtype and crashes)
         if is_random(op):
             return "op:random"
         if not op.supports_dtype(torch.float32, "cpu"):
@@ -172,7 +175,7 @@ class OpInfoSource(Source):
         import torch
         slots = Slots()
         try:
-            if not any(isinstance(t, torch.Tensor) for t in _flat(sample.input)):
+            if not any(isinstance(t, torch.Tensor) for t in _flat(sample.input)) and op.name not in VALUES_UNDEFINED:
                 raise Unencodable("no-tensor-input")
             args = [encode(sample.input, slots)] + [encode(a, slots) for a in sample.args]
             kwargs = {name: encode(v, slots) for name, v in sample.kwargs.items()}

@@ -5,9 +5,11 @@ import re
 import traceback
 from typing import Iterator
 
-# an explicit rejection: "X is not supported", "Unsupported dtype ...", "not implemented for ..."
+# an explicit rejection: "X is not supported", "Unsupported dtype ...", "not implemented for ...", and a converter's
+# statement of its own limitation ("Only constant axes currently supported", "TopK k must be a constant")
 NOT_SUPPORTED = re.compile(r"\bnot (yet )?supported\b|\bunsupported\b|\bnot (yet )?implemented\b|"
-                           r"\b(do|does) not support\b", re.I)
+                           r"\b(do|does) not support\b|\bonly (constant|static)\b|\bmust be (a )?(constant|static)\b|"
+                           r"\bcurrently supported\b", re.I)
 
 
 def chain(exc: BaseException) -> Iterator[BaseException]:

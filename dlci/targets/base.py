@@ -61,6 +61,11 @@ class Target:
         """True when the exception is the target saying "I do not support this", not a bug."""
         return False
 
+    def is_harness_failure(self, exc: BaseException) -> bool:
+        """True when the exception says the environment is incomplete (a library or header dlci's setup failed to
+        provide), not that the target is wrong: the test is invalid, never a finding."""
+        return False
+
     def convert(self, model: Any, inputs: Sequence[np.ndarray]) -> Any:
         raise NotImplementedError
 

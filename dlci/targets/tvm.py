@@ -1,6 +1,7 @@
 """Apache TVM (Relax) targets: one per frontend entry point; all compile for llvm and run on the Relax VM."""
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 import numpy as np
@@ -30,6 +31,10 @@ class _TVM(Target):
         # explicit rejections of a dtype/attribute value: "Unsupported rounding_mode: ...", "... not supported"
         return isinstance(exc, (ValueError, TypeError, NotImplementedError, AssertionError)) and bool(
             NOT_SUPPORTED.search(msg))
+
+    def is_harness_failure(self, exc: BaseException) -> bool:
+        # a checkout's python/ over the installed wheel without the wheel's headers or native library
+        return any(re.search(r"Cannot find (TVM include path|libtvm)", str(e)) for e in chain(exc))
 
     def compile(self, mod: Any) -> Any:
         import tvm
