@@ -92,9 +92,16 @@ class Checkout:
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths + inherited))
         return env
 
-    def run_hint(self, env: dict) -> str:
-        """How to run a reproducer against this revision, for the report."""
+    def run_hint(self, env: dict) -> list[str]:
+        """How to run a reproducer against this revision after the scan (its worktree is gone by then): the
+        commands that check the revision out again and the environment, with paths that will exist."""
+        where = f"/tmp/dlci-{self.label}-{self.sha[:12]}"
+        mine = str(self.path.resolve())
+
+        def moved(value: str) -> str:
+            return value.replace(mine, where).replace(str(self.prefix), f"{where}-prefix")
         keys = [k for k in env if k != "PYTHONPATH"]
-        parts = [f"PYTHONPATH={shlex.quote(env['PYTHONPATH'])}"] if env.get("PYTHONPATH") else []
-        parts += [f"{k}={shlex.quote(env[k])}" for k in keys]
-        return " ".join(parts)
+        parts = [f"PYTHONPATH={shlex.quote(moved(env['PYTHONPATH']))}"] if env.get("PYTHONPATH") else []
+        parts += [f"{k}={shlex.quote(moved(env[k]))}" for k in keys]
+        return [f"git -C {shlex.quote(str(self.repo))} worktree add --detach {where} {self.sha}",
+                " ".join(parts)]

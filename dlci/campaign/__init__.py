@@ -40,11 +40,12 @@ def run(instances: Sequence[Instance], targets: dict, options: RunOptions, *, ro
 
 
 def publish(campaign: Campaign, findings: list, options: RunOptions, *, env: dict | None = None,
-            pr: dict | None = None, until: float | None = None) -> Report:
+            pr: dict | None = None, until: float | None = None, hard_until: float | None = None) -> Report:
     """Write the findings, then their reproducers (run alone when asked, none started after ``until``), then the
     final report with the known issues marked. The first write means a crash while reproducing loses nothing."""
     stages.report(campaign, findings, pr=pr).write(options.out)
-    reported, unreproduced = stages.reproduce(findings, campaign, options, env=env, until=until)
+    reported, unreproduced = stages.reproduce(findings, campaign, options, env=env, until=until,
+                                              hard_until=hard_until)
     report = stages.report(campaign, reported, unreproduced=unreproduced, pr=pr)
     report.mark_known(options.known)
     report.write(options.out)

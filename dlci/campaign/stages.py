@@ -228,16 +228,19 @@ def _reduction_summary(red) -> dict | None:
 # -- reproduce --------------------------------------------------------------------------------------------------
 
 FALLBACKS = 2  # larger instances a finding's reproducer falls back to before the finding is dropped
+REPRO_TIMEOUT = 600.0  # seconds a reproducer may run alone
+MIN_CHECK_SECONDS = 10.0  # a check that cannot get this long before the deadline is not started
 
 
-def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, *,
-              env: dict | None = None, until: float | None = None) -> tuple[list[Finding], list[dict]]:
+def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, *, env: dict | None = None,
+              until: float | None = None, hard_until: float | None = None) -> tuple[list[Finding], list[dict]]:
     """Render each finding's standalone reproducer (and its test in the target repository's style) and, unless
     told not to, run it alone in a fresh interpreter (``env``: the revision's environment), in the order given. A
     reproducer that does not reproduce falls back to the unreduced instance, then to other instances of the finding,
     before the finding is dropped (it then comes back in the second list, for triage, its scripts moved to
-    repro/unreproduced/). A check that would start after ``until`` is not run: the finding stays, unchecked. The
-    reported findings are renumbered F001... and their scripts re-rendered."""
+    repro/unreproduced/). A check that would start after ``until``, or that ``hard_until`` cuts short, leaves the
+    finding unchecked (``repro_checked`` None): it stays. The reported findings are renumbered F001... and their
+    scripts re-rendered."""
     from dlci.findings.repro import check_repro
     out = options.out
     (out / "repro").mkdir(parents=True, exist_ok=True)
@@ -252,12 +255,21 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
         _render_test_style(f, campaign, options)
     unreproduced: list[dict] = []
     if options.check_repros and not campaign.interrupted:
+        def run_alone(path: Path) -> bool | None:
+            """check_repro within the budget: None when the budget, not the reproducer, ended the run."""
+            limit = REPRO_TIMEOUT if hard_until is None else min(REPRO_TIMEOUT, hard_until - time.monotonic())
+            if limit < MIN_CHECK_SECONDS:
+                return None
+            t0 = time.monotonic()
+            ok = check_repro(path, env=env, timeout=limit)
+            return None if not ok and limit < REPRO_TIMEOUT and time.monotonic() - t0 >= limit - 1 else ok
+
         def check(finding: Finding) -> None:
             if finding.id not in paths or (until is not None and time.monotonic() > until):
                 return
-            finding.repro_checked = check_repro(paths[finding.id], env=env)
+            finding.repro_checked = run_alone(paths[finding.id])
             for alternative in _alternatives(finding, campaign)[:FALLBACKS]:
-                if finding.repro_checked or (until is not None and time.monotonic() > until):
+                if finding.repro_checked is not False or (until is not None and time.monotonic() > until):
                     break
                 options.progress(f"reproducer {finding.repro} does not reproduce alone: trying instance "
                                  f"{alternative}")
@@ -269,15 +281,15 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
                     old.unlink(missing_ok=True)
                 finding.repro = str(paths[finding.id].relative_to(out))
                 _render_test_style(finding, campaign, options)
-                finding.repro_checked = check_repro(paths[finding.id], env=env)
+                finding.repro_checked = run_alone(paths[finding.id])
                 finding.extra["reproducer_fallback"] = (f"the reproducer of instance {tried} did not reproduce alone; "
                                                         f"this one uses instance {alternative}")
-            if finding.test_style_repro:
+            if finding.test_style_repro and finding.repro_checked is not None:
                 from dlci.findings.test_style import check_test, pytest_available
                 if pytest_available():  # the standalone script alone decides whether a finding is reported
                     finding.test_style_checked = check_test(out / finding.test_style_repro, env=env)
-            options.progress(f"reproducer {finding.repro}: "
-                             f"{'reproduces' if finding.repro_checked else 'does NOT reproduce alone'}")
+            state = {True: "reproduces", False: "does NOT reproduce alone", None: "not run (budget)"}
+            options.progress(f"reproducer {finding.repro}: {state[finding.repro_checked]}")
 
         with ThreadPoolExecutor(max(1, options.workers)) as pool:  # as many at once as there were workers
             list(pool.map(check, findings))

@@ -1,6 +1,8 @@
 """report.md: a run's findings document (dlci.report.document.Report, the findings.json contract) for people."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from dlci.findings import attribution
 
 
@@ -57,9 +59,13 @@ def _pr_section(pr: dict, findings: list) -> list[str]:
         lines += ["Changed code that maps to no operator:", ""]
         lines += [f"- `{u['file']}:{u['line']}` {u.get('region') or ''} — {u['why']}" for u in pr["unmapped"][:30]]
         lines.append("")
-    if pr.get("head_run"):
-        lines += ["Run a reproducer against the PR's code (in a checkout of the head revision):", "",
-                  f"    {pr['head_run']} python repro/F001.py", ""]
+    hint = pr.get("head_run")
+    if hint and findings:
+        checkout, env = hint if isinstance(hint, list) else ("", hint)
+        script = Path(pr.get("out") or ".") / (findings[0].get("repro") or "repro/F001.py")
+        lines += ["Run a reproducer against the PR's code (a fresh checkout of the head revision):", ""]
+        lines += [f"    {checkout}"] if checkout else []
+        lines += [f"    {env} python {script}", ""]
     return lines
 
 

@@ -128,6 +128,23 @@ SAMPLES: dict[str, SamplePR] = {s.name: s for s in (
         expect_operators=("elu",), expect_finding=False,
         note="behaviour-preserving: tested, no finding"),
     SamplePR(
+        "tvm-avgpool-arg-order",
+        "[Relax][PyTorch] avg_pool2d: pass the pooling flags through",
+        (Edit(f"{FRONTEND}/torch/base_fx_graph_translator.py",
+              "        return self._avg_pool2d_impl(x, kernel_size, stride, padding, ceil_mode, count_include_pad)\n",
+              "        return self._avg_pool2d_impl(x, kernel_size, stride, padding, count_include_pad, ceil_mode)\n"),),
+        expect_operators=("avg_pool2d",), expect_finding=True,
+        note="ceil_mode and count_include_pad swapped: padded pooling gives wrong averages, while the base revision "
+             "already gets avg_pool2d wrong for divisor_override the same way (value mismatch): the new failure must "
+             "not be hidden in the old one"),
+    SamplePR(
+        "tvm-fx-softplus-removed",
+        "[Relax][PyTorch] FX: drop the softplus function entry (the module entry covers it)",
+        (Edit(f"{FRONTEND}/torch/fx_translator.py",
+              '            "softplus": self._softplus,\n', ""),),
+        expect_operators=("softplus",), expect_finding=True,
+        note="F.softplus traced by FX is no longer converted: support the base revision had is removed"),
+    SamplePR(
         "tvm-docs-only",
         "[Docs] Clarify the nn.Module exporter docstring",
         (Edit("README.md", "A TVM-shaped repository", "A TVM-shaped repository (Python sources only)"),),

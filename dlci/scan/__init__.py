@@ -82,8 +82,8 @@ def scan(req: ScanRequest) -> Report:
     say(f"diff {repo.base[:12]}..{repo.head[:12]}: {ops_doc['files_changed']} files, {ops_doc['lines_changed']} "
         f"lines; profiles {', '.join(analysis.profiles) or '-'}; {len(ops_doc['operators'])} operators touched "
         f"({analysis.seconds:.2f} s)")
-    pr = {"repo": str(repo.path), "base": repo.base, "base_ref": req.base, "head": repo.head,
-          "config": config.source, "profiles": analysis.profiles, "touched": ops_doc["touches"],
+    pr = {"repo": str(repo.path), "out": str(out.resolve()), "base": repo.base, "base_ref": req.base,
+          "head": repo.head, "config": config.source, "profiles": analysis.profiles, "touched": ops_doc["touches"],
           "unmapped": ops_doc["unmapped"], "diff_notes": ops_doc["notes"], "nothing_to_test": None}
 
     def nothing_to_test(reason: str) -> Report:
@@ -165,7 +165,8 @@ def scan(req: ScanRequest) -> Report:
             pr["head_run"] = head.run_hint(head_env)
             if base_env is not None:
                 pr["base_run"] = checkouts["base"].run_hint(base_env)
-            report = publish(campaign, findings, options, env=head_env, pr=pr, until=clock.post(0.9))
+            report = publish(campaign, findings, options, env=head_env, pr=pr, until=clock.post(0.85),
+                             hard_until=clock.hard)
             if options.check_repros and base_env is not None:
                 attribution.check_on_base([f for f in report.findings if is_new(f)], options, base_env,
                                           until=clock.hard)

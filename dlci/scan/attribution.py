@@ -98,11 +98,11 @@ def support_removed(campaign: Campaign, options: RunOptions, base_env: dict, hea
               for o in outs[:SUPPORT_PROBES]]
     on_base = _run(probes, campaign, options, base_env, "support", deadline)
     passed = [j for j in probes if j.id in on_base and on_base[j.id].status == "pass"]
-    again = _run([_job("confirm-" + j.id, campaign, j.instance_id, j.target) for j in passed], campaign, options,
-                 head_env, "support-confirm", deadline)
+    confirm = {j.id: _job(f"head{n}", campaign, j.instance_id, j.target) for n, j in enumerate(passed)}
+    again = _run(list(confirm.values()), campaign, options, head_env, "support-confirm", deadline)
     found: dict[tuple[str, str], Finding] = {}
     for j in passed:
-        head = again.get(f"confirm-{j.id}")
+        head = again.get(confirm[j.id].id)
         if head is None or head.status != "unsupported":
             continue
         key = (j.target, j.op)
@@ -152,13 +152,27 @@ def fold(findings: list[Finding]) -> list[Finding]:
 
 
 def check_on_base(findings: list[Finding], options: RunOptions, base_env: dict, until: float | None = None) -> None:
-    """Run each reproducer against the base revision: a new bug's must pass there (exit 0). None starts after
-    ``until``."""
+    """Run each reproducer against the base revision: a new bug's must pass there, i.e. exit 0 (a timeout, or
+    another error than the one reported, is not passing). None starts after ``until`` or runs past it."""
+    import subprocess
+    import sys
     from concurrent.futures import ThreadPoolExecutor
-    from dlci.findings.repro import check_repro
+    from dlci.exec import cancel
+    from dlci.findings.repro import scrubbed_env
 
     def on_base(f: Finding) -> None:
-        if until is None or time.monotonic() < until:
-            f.repro_passes_on_base = not check_repro(options.out / f.repro, env=base_env, log_suffix=".base.log")
+        limit = 600.0 if until is None else until - time.monotonic()
+        if limit < 10:
+            return
+        path = (options.out / f.repro).resolve()
+        try:
+            proc = cancel.run([sys.executable, str(path)], timeout=limit, cwd=str(path.parent),
+                              env=scrubbed_env(base_env))
+        except subprocess.TimeoutExpired:
+            path.with_suffix(".base.log").write_text(f"timed out after {limit:.0f} s\n")
+            return
+        path.with_suffix(".base.log").write_text(f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n"
+                                                 f"{proc.stderr[-20000:]}")
+        f.repro_passes_on_base = proc.returncode == 0 and "REPRODUCED" not in proc.stdout
     with ThreadPoolExecutor(max(1, options.workers)) as pool:
         list(pool.map(on_base, [f for f in findings if f.repro]))
