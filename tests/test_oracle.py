@@ -52,10 +52,11 @@ def test_shape_and_dtype_and_count():
     assert compare_outputs([a.reshape(3, 2)], [a], None)["symptom"] == "shape mismatch"
     assert compare_outputs([a.astype(np.float64)], [a], None)["symptom"] == "dtype mismatch"
     assert compare_outputs([a, a], [a], None)["symptom"] == "output count"
-    # int32 for int64 is a runtime convention, not a bug; the values still count
+    # the reference's dtype is the declared one: int32 where the model declares int64 is a bug users hit
     i = np.arange(6).reshape(2, 3)
-    assert compare_outputs([i.astype(np.int32)], [i], None) is None
-    assert compare_outputs([(i + 1).astype(np.int32)], [i], None)["symptom"] == "value mismatch"
+    assert compare_outputs([i.astype(np.int32)], [i], None)["symptom"] == "dtype mismatch"
+    assert compare_outputs([i.copy()], [i], None) is None
+    assert compare_outputs([i + 1], [i], None)["symptom"] == "value mismatch"
 
 
 def test_index_outputs_compare_shape_only():

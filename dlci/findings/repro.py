@@ -1,17 +1,28 @@
-"""Standalone reproducers: one script per finding that needs only the frameworks under test.
+"""Standalone reproducers: one short script per finding that needs only the frameworks under test.
 
-The script rebuilds the single-operator model from the instance's recipe, runs the target's own entry point, and
-exits 1 while the bug reproduces (same exception and message, same hard crash, or the same inconsistency under the
-very comparison dlci made, embedded from dlci.oracles.compare) and 0 once it is fixed.
+The script builds the single-operator model, runs the target's own entry point, compares with the reference and
+exits 1 while the bug reproduces (printing a line with ``REPRODUCED``), 0 once it is fixed:
+
+- the reference is the one the campaign judged by, embedded as arrays: computed here by the very functions
+  dlci.testcase runs (:func:`judged_reference`: the eager framework output and its fp64 recomputation, or the
+  exported model's outputs for a target reached through an exporter), never recomputed another way;
+- the comparison is the check the finding's symptom needs, pasted from dlci.oracles.compare (``inspect.getsource``)
+  with the campaign's tolerances filled in: a value mismatch gets the tolerance and fp64 arbitration check, a NaN/Inf
+  mismatch the class check, a dtype or shape mismatch one comparison, a crash none (the same exception type and
+  message; a hard crash: the same signal, hang or exit, in a child process).
+
+So the script reaches the campaign's verdict on the same target output by construction, and stays short.
 """
 from __future__ import annotations
 
 import base64
+import importlib.metadata
 import inspect
 import io
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -25,12 +36,24 @@ from dlci.instance import Instance, python_literal
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 HARD_CRASHES = ("timeout", "oom")  # plus signal names (SIG*) and "exit N": symptoms that kill the process
 INLINE_ELEMENTS = 64  # arrays up to this size are written as literals; larger ones as base64 .npy
+CHILD_TIMEOUT = 300  # seconds a hard-crash reproducer waits for its child before calling it a hang
 
 
 def template_env() -> jinja2.Environment:
     return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), keep_trailing_newline=True,
                               undefined=jinja2.StrictUndefined)
 
+
+def code_env() -> jinja2.Environment:
+    """The reproducers' templates: block tags on their own lines leave no blank line behind; ``pyrepr`` writes a
+    Python literal."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), keep_trailing_newline=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["pyrepr"] = repr
+    return env
+
+
+# -- literals ---------------------------------------------------------------------------------------------------
 
 def float_lit(v: float) -> str:
     if v != v:
@@ -40,20 +63,30 @@ def float_lit(v: float) -> str:
     return repr(v)
 
 
-def _nested_lit(v) -> str:
+def _element(v, dtype: np.dtype) -> str:
+    """One array element as text: floats of a narrow type by their shortest form that round-trips."""
+    if isinstance(v, float) and v == v and abs(v) != float("inf") and dtype.name in ("float16", "float32"):
+        short = str(getattr(np, dtype.name)(v))
+        if getattr(np, dtype.name)(float(short)) == getattr(np, dtype.name)(v):
+            return short
+    return float_lit(v) if isinstance(v, float) else repr(v)
+
+
+def _nested_lit(v, dtype: np.dtype) -> str:
     if isinstance(v, list):
-        return "[" + ", ".join(_nested_lit(x) for x in v) + "]"
-    if isinstance(v, float):
-        return float_lit(v)
-    return repr(v)
+        return "[" + ", ".join(_nested_lit(x, dtype) for x in v) + "]"
+    return _element(v, dtype)
 
 
 def array_code(a: np.ndarray) -> str:
     """Source text rebuilding the array exactly."""
     a = np.asarray(a)
     if a.size <= INLINE_ELEMENTS and a.dtype.kind in "biuf" and a.dtype.name in np.sctypeDict:
-        flat = _nested_lit(a.reshape(-1).tolist())
-        return f"np.array({flat}, dtype=np.{a.dtype.name}).reshape({tuple(a.shape)!r})"
+        dtype = "bool" if a.dtype.kind == "b" else f"np.{a.dtype.name}"
+        if a.ndim == 1 and a.size:
+            return f"np.array({_nested_lit(a.tolist(), a.dtype)}, dtype={dtype})"
+        flat = _nested_lit(a.reshape(-1).tolist(), a.dtype)
+        return f"np.array({flat}, dtype={dtype}).reshape({tuple(a.shape)!r})"
     buf = io.BytesIO()
     np.save(buf, a, allow_pickle=False)
     blob = base64.b64encode(buf.getvalue()).decode()
@@ -71,142 +104,164 @@ def message_key(message: str) -> str:
     return (short if len(short) >= 24 else first)[:100]
 
 
-# -- model code per recipe kind --------------------------------------------------------------------------
+# -- the single-operator model ------------------------------------------------------------------------------------
 
-_TORCH_COMMON = '''
-
-def to_torch(inputs):
-    return [torch.from_numpy(np.array(x, copy=True)) for x in inputs]
+def _args(values: list, kwargs: dict) -> str:
+    return ", ".join([python_literal(a) for a in values] + [f"{k}={python_literal(v)}" for k, v in kwargs.items()])
 
 
-def flatten(out):
-    if isinstance(out, torch.Tensor):
-        return [out.detach().resolve_conj().resolve_neg().numpy()]
-    if isinstance(out, (list, tuple)):
-        return [a for o in out for a in flatten(o)]
-    return []
+def _takes_inputs_directly(call: dict, n: int) -> bool:
+    """A module whose forward takes exactly the instance's tensors, in order, and nothing else: the model is the
+    module itself (as dlci.instance.recipe.torch_call builds it), no wrapper needed."""
+    if call.get("forward_kwargs") or call.get("forward_args", []) != [{"$t": i} for i in range(n)]:
+        return False
+    try:
+        from dlci.instance.recipe import resolve
+        params = list(inspect.signature(resolve(call["cls"]).forward).parameters.values())[1:]
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return False
+    # fx tracing makes a placeholder of every parameter: optional ones need a wrapper that leaves them out
+    return len(params) == n and all(p.kind == p.POSITIONAL_OR_KEYWORD and p.default is p.empty for p in params)
 
 
-def reference():
-    """Eager PyTorch in float32, and an fp64 recomputation to arbitrate rounding."""
-    with torch.no_grad():
-        ref = flatten(build_model()(*to_torch(INPUTS)))
-        try:
-            inputs64 = [t.double() if t.is_floating_point() else t for t in to_torch(INPUTS)]
-            ref64 = flatten(build_model().double()(*inputs64))
-        except Exception:
-            ref64 = None
-    return ref, ref64
-'''
-
-
-def _torch_fn_code(inst: Instance) -> str:
+def torch_model(inst: Instance, class_name: str = "Model", leaf: bool = False) -> tuple[str, str]:
+    """(code, expression): code that defines the instance's torch model and the expression that builds it.
+    ``leaf``: a torch.nn module always sits inside a wrapper, as dlci.models' fx_graph form has it (fx traces
+    through the root module but keeps a standard submodule as one call_module node)."""
     call = inst.call
-    names = [f"x{i}" for i in range(len(inst.inputs))]
-    args = [python_literal(a) for a in call.get("args", [])]
-    kwargs = [f"{k}={python_literal(v)}" for k, v in call.get("kwargs", {}).items()]
-    return (f"class Model(torch.nn.Module):\n"
-            f"    def forward(self, {', '.join(names)}):\n"
-            f"        return {call['fn']}({', '.join(args + kwargs)})\n\n\n"
-            f"def build_model():\n    return Model().eval()\n" + _TORCH_COMMON)
-
-
-def _torch_module_code(inst: Instance) -> str:
-    call = inst.call
-    names = [f"x{i}" for i in range(len(inst.inputs))]
-    ctor = [python_literal(a) for a in call.get("args", [])] + \
-        [f"{k}={python_literal(v)}" for k, v in call.get("kwargs", {}).items()]
-    fwd = [python_literal(a) for a in call.get("forward_args", [])] + \
-        [f"{k}={python_literal(v)}" for k, v in call.get("forward_kwargs", {}).items()]
+    names = ", ".join(f"x{i}" for i in range(len(inst.inputs)))
+    if call["kind"] == "torch_fn":
+        return (f"class {class_name}(torch.nn.Module):\n    def forward(self, {names}):\n"
+                f"        return {call['fn']}({_args(call.get('args', []), call.get('kwargs', {}))})\n",
+                f"{class_name}()")
+    module = f"{call['cls']}({_args(call.get('args', []), call.get('kwargs', {}))})"
     state = {k.split(":", 1)[1]: v for k, v in inst.arrays.items() if k.startswith("state:")}
-    state_code = "{\n" + "".join(f"    {k!r}: {array_code(v)},\n" for k, v in state.items()) + "}"
-    return (f"STATE = {state_code}\n\n\n"
-            f"class Model(torch.nn.Module):\n"
-            f"    def __init__(self):\n        super().__init__()\n        self.m = {call['cls']}({', '.join(ctor)})\n\n"
-            f"    def forward(self, {', '.join(names)}):\n        return self.m({', '.join(fwd)})\n\n\n"
-            f"def build_model():\n    torch.manual_seed(0)\n    model = Model()\n"
-            f"    model.m.load_state_dict({{k: torch.from_numpy(v.copy()) for k, v in STATE.items()}})\n"
-            f"    return model.eval()\n" + _TORCH_COMMON)
+    direct = _takes_inputs_directly(call, len(inst.inputs))
+    if direct and not leaf:
+        code, expr, holder = "", f"{module}.eval()", "model"
+    elif direct and len(inst.inputs) == 1:  # a one-input module as a submodule: Sequential is that wrapper
+        code, expr, holder = "", f"torch.nn.Sequential({module}).eval()", "model[0]"
+    else:
+        fwd = _args(call.get("forward_args", []), call.get("forward_kwargs", {}))
+        code = (f"class {class_name}(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                f"        self.m = {module}\n\n    def forward(self, {names}):\n        return self.m({fwd})\n")
+        expr, holder = f"{class_name}().eval()", "model.m"
+    if not state:
+        return code, expr
+    entries = "".join(f"    {k!r}: torch.tensor({array_code(v)}),\n" for k, v in state.items())
+    code += ("\n\n" if code else "") + f"model = {expr}\n{holder}.load_state_dict({{\n{entries}}}, strict=False)\n"
+    return code, "model"
 
 
-def onnx_code(inst: Instance) -> str:
-    import onnx
-    model = onnx.load_from_string(inst.arrays["model"].tobytes())
-    text = None
-    try:  # the textual form is readable; keep it only when it parses back to the same graph
+def onnx_text(model) -> str | None:
+    """The model's textual form when it parses back to the same graph (the most readable form), else None. Who
+    produced the model and its doc strings are left out: they change nothing it computes."""
+    try:
         import onnx.parser
         import onnx.printer
-        candidate = onnx.printer.to_text(model)
-        if onnx.parser.parse_model(candidate).graph.node[0].op_type == model.graph.node[0].op_type:
-            text = candidate
+        bare = type(model)()
+        bare.CopyFrom(model)
+        for field in ("producer_name", "producer_version", "doc_string", "metadata_props"):
+            bare.ClearField(field)
+        bare.graph.ClearField("doc_string")
+        for node in bare.graph.node:
+            node.ClearField("doc_string")
+            node.ClearField("metadata_props")
+        text = onnx.printer.to_text(bare)
+        back = onnx.parser.parse_model(text)
+        if [n.op_type for n in back.graph.node] == [n.op_type for n in model.graph.node] and \
+                len(back.graph.input) == len(model.graph.input):
+            return text
     except Exception:
-        text = None
+        return None
+    return None
+
+
+def onnx_model(inst: Instance, leaf: bool = False) -> tuple[str, str]:
+    import onnx
+    model = onnx.load_from_string(inst.arrays["model"].tobytes())
+    text = onnx_text(model)
     if text is not None:
-        model_code = f"ONNX_MODEL = onnx.parser.parse_model({text!r})"
-    else:
-        blob = base64.b64encode(model.SerializeToString()).decode()
-        model_code = f"ONNX_MODEL = onnx.load_from_string(base64.b64decode({blob!r}))"
-    expected = inst.expected_arrays()
-    if expected is not None:
-        ref = "EXPECTED = [\n" + "".join(f"    {array_code(e)},\n" for e in expected) + "]\n"
-        ref += ("\n\ndef reference():\n    \"\"\"The expected outputs that the ONNX node test ships.\"\"\"\n"
-                "    return EXPECTED, None\n")
-    else:
-        ref = ("\n\ndef reference():\n    from onnx.reference import ReferenceEvaluator\n"
-               "    return [np.asarray(o) for o in ReferenceEvaluator(ONNX_MODEL).run(None, "
-               "{i.name: x for i, x in zip(ONNX_MODEL.graph.input, INPUTS)})], None\n")
-    return model_code + "\n" + ref
+        return f'model = onnx.parser.parse_model("""\n{text.strip()}\n""")\n', "model"
+    blob = base64.b64encode(model.SerializeToString()).decode()
+    return f"model = onnx.load_from_string(base64.b64decode({blob!r}))\n", "model"
 
 
-def _keras_code(inst: Instance) -> str:
+def keras_model(inst: Instance, leaf: bool = False, inputs: str = "INPUTS") -> tuple[str, str]:
+    """The layer from its config with its weights, in a Keras model with static input shapes (as dlci.models
+    builds the keras_model form); ``layer`` is the layer itself, ``inputs`` names the input arrays."""
     weights = [inst.arrays[k] for k in sorted((k for k in inst.arrays if k.startswith("weight:")),
                                                key=lambda k: int(k.split(":")[1]))]
-    cls = inst.call["cls"]
-    config = json.dumps(inst.call.get("config", {}), sort_keys=True)
     n = len(inst.inputs)
-    args = python_literal(inst.call.get("args", [{"$t": i} for i in range(n)]))  # tensors named x<i>
-    xs = ", ".join(f"x{i}" for i in range(n)) + ("," if n == 1 else "")
-    return (f"CONFIG = json.loads({config!r})\n"
-            "WEIGHTS = [\n" + "".join(f"    {array_code(w)},\n" for w in weights) + "]\n\n\n"
-            "def call_layer(layer, xs):\n"
-            f"    ({xs}) = xs\n"
-            f"    return layer(*{args})\n\n\n"
-            "def build_layer(dtype=None, xs=None):\n"
-            f"    config = dict(CONFIG, **({{'dtype': dtype}} if dtype else {{}}))\n"
-            f"    layer = {cls}.from_config(config)\n"
-            "    call_layer(layer, xs if xs is not None else INPUTS)  # builds the weights\n"
-            "    if WEIGHTS:\n"
-            "        layer.set_weights([w.astype(dtype) if dtype and w.dtype.kind == 'f' else w for w in WEIGHTS])\n"
-            "    return layer\n\n\n"
-            "def build_keras_model():\n"
-            "    # static batch size: TFLite and OpenVINO then see fully static shapes\n"
-            "    ins = [keras.Input(shape=x.shape[1:], batch_size=x.shape[0], dtype=str(x.dtype), name=f'in{i}')\n"
-            "           for i, x in enumerate(INPUTS)]\n"
-            "    layer = build_layer()\n"
-            "    return keras.Model(ins, call_layer(layer, ins))\n\n\n"
-            "def keras_to_tflite(model):\n"
-            "    return bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())\n\n\n"
-            "def flatten(out):\n"
-            "    if isinstance(out, (list, tuple)):\n        return [a for o in out for a in flatten(o)]\n"
-            "    return [np.asarray(out)]\n\n\n"
-            "def reference():\n"
-            "    \"\"\"The layer called eagerly, and an fp64 copy of it to arbitrate rounding.\"\"\"\n"
-            "    ref = flatten(call_layer(build_layer(), INPUTS))\n"
-            "    try:\n"
-            "        xs64 = [x.astype(np.float64) if x.dtype.kind == 'f' else x for x in INPUTS]\n"
-            "        ref64 = flatten(call_layer(build_layer('float64', xs64), xs64))\n"
-            "        ref64 = ref64 if [r.shape for r in ref64] == [r.shape for r in ref] else None\n"
-            "    except Exception:\n"
-            "        ref64 = None\n"
-            "    return ref, ref64\n")
+    config = json.dumps(inst.call.get("config", {}), sort_keys=True)
+    args = inst.call.get("args")
+    unpack = ""
+    if args is None or args == [{"$t": i} for i in range(n)]:
+        call = "layer(*inputs)"
+    else:
+        unpack = ", ".join(f"x{i}" for i in range(n)) + ("," if n == 1 else "") + " = inputs\n"
+        call = f"layer({', '.join(python_literal(a) for a in args)})"
+    code = (f"layer = {inst.call['cls']}.from_config(json.loads({config!r}))\n"
+            "inputs = [keras.Input(shape=x.shape[1:], batch_size=x.shape[0], dtype=str(x.dtype), name=f\"in{i}\")\n"
+            f"          for i, x in enumerate({inputs})]\n" + unpack +
+            f"model = keras.Model(inputs, {call})\n")
+    if weights:
+        code += "layer.set_weights([" + ", ".join(array_code(w) for w in weights) + "])\n"
+    return code, "model"
 
 
-MODEL_CODE = {"torch_fn": _torch_fn_code, "torch_module": _torch_module_code, "onnx_model": onnx_code,
-               "keras_layer": _keras_code}
-IMPORTS = {"torch": "import torch", "onnx": "import onnx", "keras": "import json\n\nimport keras\nimport tensorflow as tf"}
+MODEL_CODE = {"torch_fn": torch_model, "torch_module": torch_model, "onnx_model": onnx_model,
+              "keras_layer": keras_model}
+FRAMEWORK_IMPORTS = {"torch": ["import torch"], "onnx": ["import onnx"],
+                     "keras": ["import json", "import keras", "import tensorflow as tf"]}
+
+
+# -- the reference the campaign judged by ---------------------------------------------------------------------------
+
+def judged_reference(inst: Instance, target_name: str) -> tuple[list[np.ndarray], list[np.ndarray] | None, bool]:
+    """(ref, ref64, exported) exactly as dlci.testcase.execute computes them for this instance on this target;
+    ``exported``: the outputs of the exported model (the instance reaches the target through an exporter)."""
+    from dlci import models
+    from dlci.targets import get
+    ref, ref64 = models.reference(inst)
+    target = get(target_name)
+    if inst.framework not in target.exporters:
+        return ref, ref64, False
+    models.build(inst, target.form)
+    got, got64 = models.exported_reference(inst, target.form, ref, ref64)
+    return got, got64, got is not ref  # the same objects: no evaluator ran the exported model
+
+
+def _version(dist: str) -> str:
+    try:
+        return " " + importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def reference_note(inst: Instance, exported: bool, arbitrated: bool) -> str:
+    """What the embedded reference is, in words."""
+    if exported:
+        what, fp64 = "the exported ONNX model run by ONNX Runtime" + _version("onnxruntime"), "onnx.reference"
+    elif inst.framework == "torch":
+        what, fp64 = f"eager torch{_version('torch')}", "torch"
+    elif inst.framework == "keras":
+        what, fp64 = f"the Keras{_version('keras')} layer called eagerly", "keras"
+    else:
+        what = ("the ONNX test's expected output" if inst.expected_arrays() is not None
+                else f"onnx{_version('onnx')}'s reference implementation")
+        fp64 = "onnx.reference"
+    return what + (f"; {fp64} in float64 arbitrates rounding" if arbitrated else "")
+
+
+# -- what the script checks ------------------------------------------------------------------------------------------
+
+def _oracle_source(*functions) -> str:
+    return "\n\n\n".join(inspect.getsource(fn).rstrip() for fn in functions)
 
 
 def compare_source() -> str:
+    """The whole oracle module (for checks no single function covers, and for the rules' reproducers)."""
     from dlci.oracles import compare
     src = inspect.getsource(compare)
     return "\n".join(ln for ln in src.splitlines() if not ln.startswith("from __future__"))
@@ -217,33 +272,170 @@ def ignored_for(inst: Instance) -> set[int]:
     return uncompared_outputs(inst)
 
 
-def skip_values_for(inst: Instance) -> set[int]:
+def skip_values_for(inst: Instance, n_outputs: int | None = None) -> set[int]:
     from dlci.models import shape_only_outputs
-    return set(shape_only_outputs(inst))
+    return set(shape_only_outputs(inst, n_outputs))
+
+
+def is_hard_crash(symptom: str) -> bool:
+    return symptom.startswith("SIG") or symptom.startswith("exit") or symptom in HARD_CRASHES
+
+
+def crash_exception(finding) -> str:
+    """The exception a crash finding expects: its symptom, or, for findings whose symptom is not an exception name
+    (PR mode's "support removed"), the one recorded in ``extra["exception"]``."""
+    return (finding.extra or {}).get("exception") or finding.symptom or ""
+
+
+def _failing_output(finding, n: int, ignore: set[int]) -> int | None:
+    """The output the finding's verdict names, as a position in the target's outputs (compare_outputs counts
+    without the ignored ones)."""
+    i = (finding.distance or {}).get("output")
+    if not isinstance(i, int):
+        return None
+    keep = [k for k in range(n) if k not in ignore] if ignore else list(range(n))
+    return keep[i] if 0 <= i < len(keep) else None
+
+
+def _real(a: np.ndarray) -> np.ndarray:
+    """The form the oracle compares floats in (complex as real/imag pairs), kept in a readable dtype."""
+    if a.dtype.kind == "c":
+        return np.stack([a.real, a.imag], axis=-1).astype(np.float64)
+    return a if a.dtype.name in ("float16", "float32", "float64") else a.astype(np.float32)
+
+
+def comparison(finding, inst: Instance, target_name: str) -> dict:
+    """The template context of the check the finding's symptom needs, with the reference embedded."""
+    from dlci.oracles import compare as C
+    symptom = finding.symptom or ""
+    if finding.oracle != "inconsistency":
+        if is_hard_crash(symptom):
+            code = -int(signal.Signals[symptom]) if symptom in signal.Signals.__members__ else None
+            if symptom.startswith("exit"):
+                code = int(symptom.split()[1]) if symptom.split()[1:] and symptom.split()[1].isdigit() else None
+            return {"check": "process", "expected_code": code, "timeout": CHILD_TIMEOUT}
+        return {"check": "exception", "exception": crash_exception(finding),
+                "message_key": message_key(finding.message or "")}
+    ref, ref64, exported = judged_reference(inst, target_name)
+    ignore = ignored_for(inst)
+    i = _failing_output(finding, len(ref), ignore)
+    ctx = {"n_outputs": len(ref), "index": i}
+    if symptom == "output count":
+        return {**ctx, "check": "count"}
+    if i is None:  # nothing says which output: the whole comparison, as the campaign made it
+        return {**ctx, "check": "compare", "oracle_code": compare_source(),
+                "expected": [array_code(r) for r in ref],
+                "expected64": None if ref64 is None else [array_code(r) for r in ref64],
+                "skip_values": sorted(skip_values_for(inst, len(ref))), "ignore": sorted(ignore),
+                "note": reference_note(inst, exported, ref64 is not None)}
+    r = np.asarray(ref[i])
+    r64 = np.asarray(ref64[i]) if ref64 is not None and i < len(ref64) else None
+    if symptom == "shape mismatch":
+        return {**ctx, "check": "shape", "shape": tuple(r.shape)}
+    if symptom == "dtype mismatch":
+        return {**ctx, "check": "dtype", "dtype": r.dtype.name}
+    kind = C._kind(r)
+    arbitrated = r64 is not None
+    if r64 is not None and _real(r64).shape != _real(r).shape:
+        r64 = None  # as the oracle does: another output layout is not arbitrated
+    ctx.update(note=reference_note(inst, exported, r64 is not None),
+               expected=array_code(_real(r) if kind in "fc" else r),
+               expected64=None if r64 is None else array_code(_real(r64).astype(np.float64)),
+               complex=kind == "c")
+    if kind in "bi":
+        return {**ctx, "check": "integers", "oracle_code": _oracle_source(C.integers_differ)}
+    if symptom == "nan mismatch":
+        rounding = r.dtype.name if r.dtype.kind == "f" else "float32"  # the dtype classes_differ rounds to
+        return {**ctx, "check": "classes", "rounding": rounding,
+                "oracle_code": _oracle_source(C.nan_classes, C.classes_differ)}
+    rtol, atol = C.tolerance(r.dtype.name, arbitrated)
+    return {**ctx, "check": "values", "oracle_code": _oracle_source(C.values_differ),
+            "tolerance": f"dict(rtol={rtol!r}, atol={atol!r}, multiplier={C.FP64_MULTIPLIER!r}, "
+                         f"floor={C.FP64_REL_FLOOR!r})"}
+
+
+# -- rendering ---------------------------------------------------------------------------------------------------------
+
+def import_block(lines) -> str:
+    """One sorted import block: the standard library's, then the third-party ones (plain imports first)."""
+    lines = sorted({ln.strip() for ln in lines if ln.strip()}, key=lambda ln: (ln.startswith("from "), ln))
+    std = [ln for ln in lines if ln.split()[1].split(".")[0] in sys.stdlib_module_names]
+    rest = [ln for ln in lines if ln not in std]
+    return "\n".join(std) + ("\n\n" if std and rest else "") + "\n".join(rest)
+
+
+def _block(template: jinja2.Template, name: str, values: dict) -> str:
+    if name not in template.blocks:
+        return ""
+    return "".join(template.blocks[name](template.new_context(values))).strip("\n")
+
+
+def _defines(code: str) -> bool:
+    return any(ln.startswith(("def ", "class ")) for ln in code.splitlines())
+
+
+def join_sections(sections: list[str]) -> str:
+    """Top-level code sections, two blank lines around those that define functions or classes, one elsewhere."""
+    sections = [s.strip("\n") for s in sections if s.strip()]
+    out = sections[:1]
+    for prev, cur in zip(sections, sections[1:]):
+        out.append(("\n\n\n" if _defines(prev) or _defines(cur) else "\n\n") + cur)
+    return "".join(out)
+
+
+def _data_section(inputs: list[str], check: dict) -> str:
+    lines = [f"INPUTS = [{inputs[0]}]"] if len(inputs) == 1 else \
+        ["INPUTS = ["] + [f"    {x}," for x in inputs] + ["]"]
+    if check["check"] in ("values", "integers", "classes"):
+        which = f" for output {check['index']}" if check["n_outputs"] > 1 else ""
+        lines += [f"# the campaign's reference{which}: {check['note']}", f"EXPECTED = {check['expected']}",
+                  f"EXPECTED64 = {check['expected64'] or 'None'}"]
+        if check["check"] == "values":
+            lines.append(f"TOLERANCE = {check['tolerance']}  # the campaign's, for this dtype")
+    elif check["check"] == "compare":
+        lines += [f"# the campaign's reference: {check['note']}", f"EXPECTED = [{', '.join(check['expected'])}]",
+                  "EXPECTED64 = " + ("None" if check["expected64"] is None else f"[{', '.join(check['expected64'])}]")]
+    return "\n".join(lines)
+
+
+def render_text(finding, inst: Instance, template: str | None = None) -> str:
+    """The reproducer's source. ``template``: the target's snippet (blocks ``imports`` and ``run``; default
+    ``targets/<target>.j2``)."""
+    env = code_env()
+    snippet = env.get_template(template or f"targets/{finding.target}.j2")
+    # a snippet sets module_as_leaf when its entry point treats a standard torch.nn submodule apart (torch.fx)
+    leaf = bool(getattr(snippet.make_module({"framework": inst.framework, "model": "", "n_outputs": 1}),
+                        "module_as_leaf", False))
+    code, model = MODEL_CODE[inst.call["kind"]](inst, leaf=leaf)
+    check = comparison(finding, inst, finding.target)
+    values = dict(framework=inst.framework, model=model, n_outputs=check.get("n_outputs", 1))
+    run = _block(snippet, "run", values)
+    inputs = [array_code(x) for x in inst.input_arrays()]
+    sections = [_data_section(inputs, check), code, check.get("oracle_code", "")]
+    body = join_sections(sections)
+    imports = ["import numpy as np", *FRAMEWORK_IMPORTS[inst.framework],
+               *_block(snippet, "imports", values).splitlines()]
+    if "base64." in body + run:
+        imports += ["import base64", "import io"]
+    if check["check"] == "process":
+        imports += ["import subprocess", "import sys"]
+    if "onnx.parser." in body:  # binds onnx too
+        imports = [ln for ln in imports if ln != "import onnx"] + ["import onnx.parser"]
+    origin = inst.origin.test + (f" ({inst.origin.library})" if inst.origin.library else "")
+    return env.get_template("repro.py.j2").render(
+        f=finding, inst=inst, origin=origin, imports=import_block(imports), body=body,
+        spaced=_defines([s for s in sections if s.strip()][-1]), run=run, **{"exception": crash_exception(finding), **check})
 
 
 def render_repro(finding, inst: Instance, repro_dir: Path, template: str | None = None) -> Path:
-    """Write repro/<finding id>_<target>_<op>.py and return its path. ``template``: the target's snippet defining
-    ``run_target(inputs)`` (default ``targets/<target>.j2``)."""
-    env = template_env()
-    kind = inst.call["kind"]
-    imports = IMPORTS[inst.framework]
-    inputs_code = "INPUTS = [\n" + "".join(f"    {array_code(x)},\n" for x in inst.input_arrays()) + "]"
-    target_code = env.get_template(template or f"targets/{finding.target}.j2").render(framework=inst.framework)
-    symptom = finding.symptom or ""
-    child = symptom.startswith("SIG") or symptom.startswith("exit") or symptom in HARD_CRASHES
-    text = env.get_template("repro.py.j2").render(
-        f=finding, inst=inst, imports=imports, inputs_code=inputs_code, model_code=MODEL_CODE[kind](inst),
-        target_code=target_code, compare_code=compare_source() if finding.oracle == "inconsistency" else "",
-        skip_values=repr(set(skip_values_for(inst))) if skip_values_for(inst) else "set()",
-        ignore=repr(set(ignored_for(inst))) if ignored_for(inst) else "set()",
-        child_process=child, timeout=300, message_key=message_key(finding.message))
+    """Write repro/<finding id>_<target>_<op>.py and return its path."""
     safe_op = re.sub(r"[^A-Za-z0-9_]+", "_", finding.operator).strip("_")
-    path = repro_dir / f"{finding.id}_{finding.target.replace('.', '_')}_{safe_op}.py"
-    path.write_text(text, encoding="utf-8")
-    path.chmod(0o755)
+    path = Path(repro_dir) / f"{finding.id}_{finding.target.replace('.', '_')}_{safe_op}.py"
+    path.write_text(render_text(finding, inst, template), encoding="utf-8")
     return path
 
+
+# -- running ---------------------------------------------------------------------------------------------------------
 
 def scrubbed_env(overrides: dict | None = None) -> dict:
     """Untrusted code never sees tokens or runner secrets. ``overrides``: the revision's environment (PR mode)."""

@@ -1,11 +1,18 @@
 """Reproducers in the style of the target repository's own tests, next to the standalone script.
 
-A maintainer can paste the rendered file into their suite: it builds the same single-operator model as the standalone
-reproducer (the model/inputs code comes from :mod:`dlci.findings.repro`), runs the target through the same entry
-point, and compares in the way that repository's tests do (``tvm.testing.assert_allclose``, OpenVINO's layer-test
-harness, an ONNX graph run by ``onnxruntime.InferenceSession``, ``torch.testing.assert_close``, ``tf.test.TestCase``).
-It fails while the bug is present and passes once it is fixed; :func:`check_test` runs it under pytest to prove the
-first half.
+The rendered test is the few lines a maintainer pastes into their suite as is: it calls the helper that
+repository's tests call (TVM's ``check_correctness`` in tests/python/relax/test_frontend_onnx.py and
+``verify_model_numerically`` in test_frontend_from_exported_program.py; OpenVINO's layer-test classes
+``PytorchLayerTest``, ``OnnxRuntimeLayerTest``, ``CommonTF2LayerTest``; inductor's ``check_model`` behind
+``self.common`` in test/inductor/test_torchinductor.py; ``assert_onnx_program`` of torch.onnx's exporter tests), or,
+where that file has no such helper (TVM's FX and TFLite frontend tests, ONNX Runtime's python tests, TensorFlow),
+the few statements its tests write out. The block to paste sits between ``# --- paste into <file> ---`` and
+``# --- end of paste ---``.
+
+So that the file also runs outside that repository (dlci checks it with pytest; :func:`check_test`), a helper the
+test needs is imported from the repository's test module when that is importable, and otherwise defined by a small
+stand-in between ``# --- dlci stand-in ...`` and ``# --- end of stand-in ---``: the same name and signature, doing
+what the real helper does for this one case. The stand-in is not part of what is pasted.
 
 Each rendered file carries one ``# dlci-expect: {...}`` line saying how it must fail while the bug is present
 (``AssertionError`` for an inconsistency; the exception type and a stable piece of its message for a crash; the
@@ -25,7 +32,6 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-import jinja2
 import numpy as np
 
 from dlci.exec import cancel
@@ -33,6 +39,10 @@ from dlci.findings import repro as R
 from dlci.instance import Instance
 
 EXPECT_PREFIX = "# dlci-expect: "
+PASTE_BEGIN = "# --- paste into "
+PASTE_END = "# --- end of paste ---"
+STANDIN_BEGIN = "# --- dlci stand-in"
+STANDIN_END = "# --- end of stand-in ---"
 
 
 @dataclass(frozen=True)
@@ -45,25 +55,44 @@ class Style:
 
 
 STYLES: dict[str, Style] = {s.name: s for s in (
-    Style("tvm", "tests/tvm.py.j2", ("tvm.testing.assert_allclose", "tvm.compile(", "tvm.testing.main()"), "Apache TVM",
-          "Apache TVM tests/python/relax/test_frontend_*.py: a test function per case, imported with the frontend, "
-          "compiled for llvm, run on the Relax VM and compared with tvm.testing.assert_allclose"),
-    Style("openvino", "tests/openvino.py.j2", ("LayerTest", "self._test(", "ie_device, precision, ir_version"), "OpenVINO",
+    Style("tvm", "tests/tvm.py.j2", ("tvm.testing", "def test_", "tvm.testing.main()"), "Apache TVM",
+          "Apache TVM tests/python/relax/test_frontend_*.py: a test function calling check_correctness (ONNX) or "
+          "verify_model_numerically (exported program), or compiling for llvm and comparing with "
+          "tvm.testing.assert_allclose (FX, TFLite)"),
+    Style("openvino", "tests/openvino.py.j2", ("LayerTest", "self._test(", "ie_device, precision, ir_version"),
+          "OpenVINO",
           "OpenVINO tests/layer_tests: a Test<Op> class on the framework's layer-test harness (PytorchLayerTest, "
-          "OnnxRuntimeLayerTest, CommonTF2LayerTest) with a local stand-in where the harness is not installed"),
+          "OnnxRuntimeLayerTest, CommonTF2LayerTest)"),
     Style("onnxruntime", "tests/onnxruntime.py.j2",
           ("unittest.TestCase", "InferenceSession", "np.testing.assert_allclose"), "ONNX Runtime",
-          "ONNX Runtime python tests / ONNX backend node tests: the graph built with onnx.helper, run by "
-          "InferenceSession, compared with the expected outputs of the ONNX test or onnx.reference"),
-    Style("pytorch", "tests/pytorch.py.j2",
-          ("TestCase", "torch.testing.assert_close", "run_tests()"), "PyTorch",
-          "PyTorch test/inductor and test/onnx: a TestCase class comparing the compiled (or exported and ONNX "
-          "Runtime-run) model with eager PyTorch via torch.testing.assert_close"),
+          "ONNX Runtime onnxruntime/test/python: the graph built with onnx.helper, run by InferenceSession, "
+          "compared with the expected outputs of the ONNX test or onnx.reference"),
+    Style("pytorch", "tests/pytorch.py.j2", ("TestCase", "def test_", "run_tests()"), "PyTorch",
+          "PyTorch test/inductor/test_torchinductor.py (a CommonTemplate method calling self.common) and "
+          "test/onnx/exporter (torch.onnx.export then onnx_testing.assert_onnx_program)"),
     Style("tensorflow", "tests/tensorflow.py.j2",
           ("tf.test.TestCase", "self.assertAllClose", "tf.test.main()"), "TensorFlow",
-          "TensorFlow kernel/lite tests: a tf.test.TestCase comparing the compiled Keras layer with eager Keras"),
+          "TensorFlow lite/compiler tests: a tf.test.TestCase comparing the converted Keras model with eager Keras"),
 )}
 
+# where each target's test pastes, and the helper that file gives its tests (None: its tests spell the check out)
+PASTE_INTO = {
+    "tvm.from_onnx": ("tests/python/relax/test_frontend_onnx.py", "check_correctness"),
+    "tvm.from_exported_program": ("tests/python/relax/test_frontend_from_exported_program.py",
+                                  "verify_model_numerically"),
+    "tvm.from_fx": ("tests/python/relax/test_frontend_from_fx.py", None),
+    "tvm.from_tflite": ("tests/python/relax/test_frontend_tflite.py", None),
+    "openvino.pytorch": ("tests/layer_tests/pytorch_tests/test_{op}.py", "PytorchLayerTest"),
+    "openvino.exported_program": ("tests/layer_tests/pytorch_tests/test_{op}.py", "PytorchLayerTest"),
+    "openvino.onnx": ("tests/layer_tests/onnx_tests/test_{op}.py", "OnnxRuntimeLayerTest"),
+    "openvino.tf": ("tests/layer_tests/tensorflow2_keras_tests/test_tf2_keras_{op}.py", "CommonTF2LayerTest"),
+    "openvino.tflite": ("tests/layer_tests/tensorflow2_keras_tests/test_tf2_keras_{op}.py", "CommonTF2LayerTest"),
+    "torch.compile": ("test/inductor/test_torchinductor.py, class CommonTemplate", "check_model"),
+    "torch.onnx": ("test/onnx/exporter/test_small_models_e2e.py", "assert_onnx_program"),
+    "onnxruntime": ("onnxruntime/test/python/onnxruntime_test_python.py", None),
+    "tf.lite": ("tensorflow/lite/python/lite_v2_test.py", None),
+    "tf.xla": ("tensorflow/compiler/tests (a tf.test.TestCase)", None),
+}
 
 
 # -- names ----------------------------------------------------------------------------------------------------
@@ -95,14 +124,11 @@ def _test_path(finding, out_dir: Path) -> Path:
 
 def tolerance_table(reference: str) -> dict[str, tuple[float, float]]:
     """dlci's (rtol, atol) per dtype. ``reference`` "eager" (torch/Keras, float32): torch.testing's defaults, dlci's
-    first comparison; "onnx" (the ONNX test's expected outputs or onnx.reference): the ONNX backend runner's looser
-    ones, which dlci applies where nothing arbitrates the rounding of a reference."""
-    from dlci.oracles.compare import LOOSE_TOLERANCES, TOLERANCES
-    return dict(LOOSE_TOLERANCES if reference == "onnx" else TOLERANCES)
-
-
-def _is_hard_crash(symptom: str) -> bool:
-    return symptom.startswith("SIG") or symptom.startswith("exit") or symptom in R.HARD_CRASHES
+    first comparison; "onnx" (ONNX Runtime, the ONNX test's expected outputs or onnx.reference): the ONNX backend
+    runner's looser ones, which dlci applies where nothing arbitrates the rounding of a reference. A pasted test has
+    no fp64 arbitration: these are the tolerances that make sense without it."""
+    from dlci.oracles.compare import tolerance, TOLERANCES
+    return {dtype: tolerance(dtype, arbitrated=reference != "onnx") for dtype in TOLERANCES}
 
 
 def expectation(finding) -> dict:
@@ -110,9 +136,9 @@ def expectation(finding) -> dict:
     symptom = finding.symptom or ""
     if finding.oracle == "inconsistency":
         return {"failure": "AssertionError", "symptom": symptom}
-    if _is_hard_crash(symptom):
+    if R.is_hard_crash(symptom):
         return {"crash": symptom}
-    return {"failure": symptom, "message": R.message_key(finding.message or "")}
+    return {"failure": R.crash_exception(finding), "message": R.message_key(finding.message or "")}
 
 
 def read_expectation(path: Path) -> dict | None:
@@ -122,7 +148,24 @@ def read_expectation(path: Path) -> dict | None:
     return None
 
 
+def paste_block(path: Path) -> str:
+    """The lines a maintainer pastes (between the paste markers)."""
+    text = Path(path).read_text(encoding="utf-8")
+    start = text.index(PASTE_BEGIN)
+    start = text.index("\n", start) + 1
+    return text[start:text.index(PASTE_END, start)].rstrip() + "\n"
+
+
 # -- ONNX models as onnx.helper code ---------------------------------------------------------------------------
+
+def _q(text: str) -> str:
+    """A double-quoted Python string literal (JSON's escapes are Python's)."""
+    return json.dumps(text)
+
+
+def _qlist(items) -> str:
+    return "[" + ", ".join(_q(x) for x in items) + "]"
+
 
 def _py_name_ok(name: str) -> bool:
     return name.isidentifier() and not keyword.iskeyword(name) and name not in ("name", "doc_string", "domain",
@@ -140,7 +183,7 @@ def _attr_code(attr) -> str | None:
         return repr(int(attr.i))
     if t == AttributeProto.STRING:
         try:
-            return repr(attr.s.decode("utf-8"))
+            return _q(attr.s.decode("utf-8"))
         except UnicodeDecodeError:
             return None
     if t in (AttributeProto.FLOATS, AttributeProto.INTS, AttributeProto.STRINGS):
@@ -152,14 +195,14 @@ def _attr_code(attr) -> str | None:
         if t == AttributeProto.INTS:
             return repr([int(v) for v in value])
         try:
-            return repr([v.decode("utf-8") for v in value])
+            return _qlist(v.decode("utf-8") for v in value)
         except UnicodeDecodeError:
             return None
     if t == AttributeProto.TENSOR:
         arr = numpy_helper.to_array(attr.t)
         if arr.dtype == object:
             return None
-        name = f", name={attr.t.name!r}" if attr.t.name else ""
+        name = f", name={_q(attr.t.name)}" if attr.t.name else ""
         return f"numpy_helper.from_array({R.array_code(arr)}{name})"
     return None  # graphs, sparse tensors, type protos: the textual form below carries them
 
@@ -174,33 +217,42 @@ def _value_info_code(vi) -> str | None:
         dims = []
         for d in tt.shape.dim:
             dims.append(repr(d.dim_value) if d.HasField("dim_value") else
-                        repr(d.dim_param) if d.HasField("dim_param") else "None")
+                        _q(d.dim_param) if d.HasField("dim_param") else "None")
         shape = "[" + ", ".join(dims) + "]"
     else:
         shape = "None"
-    return f"helper.make_tensor_value_info({vi.name!r}, {elem}, {shape})"
+    return f"helper.make_tensor_value_info({_q(vi.name)}, {elem}, {shape})"
 
 
-def onnx_helper_code(model) -> str | None:
-    """Source of ``def make_model()`` rebuilding ``model`` with onnx.helper, or None when the model uses something
-    helper calls cannot express plainly (subgraphs, functions, empty list attributes, ...)."""
+def _listing(items: list[str], indent: str, width: int = 110) -> str:
+    """A Python list of these items, on one line when it fits."""
+    one = "[" + ", ".join(items) + "]"
+    if len(indent) + len(one) <= width:
+        return one
+    return "[\n" + "".join(f"{indent}    {it},\n" for it in items) + f"{indent}]"
+
+
+def onnx_helper_code(model, var: str = "model") -> str | None:
+    """Statements that build ``model`` with onnx.helper, the way TVM's and ONNX Runtime's tests build graphs
+    (``node``/``nodes``, ``graph``, then ``var``); None when helper calls cannot express it plainly (subgraphs,
+    functions, empty list attributes, external data, ...)."""
     from onnx import numpy_helper
     g = model.graph
     if model.functions or g.sparse_initializer or not g.node:
         return None
     nodes = []
     for n in g.node:
-        parts = [repr(n.op_type), repr(list(n.input)), repr(list(n.output))]
+        parts = [_q(n.op_type), _qlist(n.input), _qlist(n.output)]
         if n.name:
-            parts.append(f"name={n.name!r}")
+            parts.append(f"name={_q(n.name)}")
         if n.domain:
-            parts.append(f"domain={n.domain!r}")
+            parts.append(f"domain={_q(n.domain)}")
         for a in n.attribute:
             code = _attr_code(a)
             if code is None or not _py_name_ok(a.name):
                 return None
             parts.append(f"{a.name}={code}")
-        nodes.append("        helper.make_node(" + ", ".join(parts) + "),\n")
+        nodes.append("helper.make_node(" + ", ".join(parts) + ")")
     infos = {}
     for kind in ("input", "output", "value_info"):
         codes = [_value_info_code(v) for v in getattr(g, kind)]
@@ -214,21 +266,20 @@ def onnx_helper_code(model) -> str | None:
         arr = numpy_helper.to_array(init)
         if arr.dtype == object:
             return None
-        inits.append(f"            numpy_helper.from_array({R.array_code(arr)}, name={init.name!r}),\n")
-    opsets = ", ".join(f"helper.make_opsetid({o.domain!r}, {o.version})" for o in model.opset_import)
-
-    def listing(key: str, codes: list[str]) -> list[str]:
-        return [f"        {key}=[\n", *(f"            {c},\n" for c in codes), "        ],\n"]
-    lines = ["def make_model():\n", "    nodes = [\n", *nodes, "    ]\n",
-             "    graph = helper.make_graph(\n", "        nodes,\n", f"        {g.name or 'test_graph'!r},\n",
-             *listing("inputs", infos["input"]), *listing("outputs", infos["output"])]
+        inits.append(f"numpy_helper.from_array({R.array_code(arr)}, name={_q(init.name)})")
+    lines = [f"node = {nodes[0]}" if len(nodes) == 1 else f"nodes = {_listing(nodes, '')}",
+             "graph = helper.make_graph(",
+             f"    {'[node]' if len(nodes) == 1 else 'nodes'},",
+             f"    {_q(g.name or 'test_graph')},",
+             f"    inputs={_listing(infos['input'], '    ')},",
+             f"    outputs={_listing(infos['output'], '    ')},"]
     if inits:
-        lines += ["        initializer=[\n", *inits, "        ],\n"]
+        lines.append(f"    initializer={_listing(inits, '    ')},")
     if infos["value_info"]:
-        lines += listing("value_info", infos["value_info"])
-    lines += ["    )\n",
-              f"    return helper.make_model(graph, opset_imports=[{opsets}], ir_version={model.ir_version})\n"]
-    return "".join(lines)
+        lines.append(f"    value_info={_listing(infos['value_info'], '    ')},")
+    opsets = ", ".join(f"helper.make_opsetid({_q(o.domain)}, {o.version})" for o in model.opset_import)
+    lines += [")", f"{var} = helper.make_model(graph, opset_imports=[{opsets}], ir_version={model.ir_version})"]
+    return "\n".join(lines) + "\n"
 
 
 def _same_onnx(a, b) -> bool:
@@ -237,46 +288,99 @@ def _same_onnx(a, b) -> bool:
     def text(m):  # on a copy: the caller's model stays untouched
         c = type(m)()
         c.CopyFrom(m)
-        c.doc_string = c.graph.doc_string = ""
-        c.producer_name = c.producer_version = ""
+        for field in ("doc_string", "producer_name", "producer_version", "metadata_props"):
+            c.ClearField(field)
+        c.graph.ClearField("doc_string")
         c.graph.name = "g"
-        for n in c.graph.node:
-            n.doc_string = ""
+        for n in c.graph.node:  # what a node computes does not depend on its attributes' order or its metadata
+            attrs = sorted(n.attribute, key=lambda a: a.name)
+            n.ClearField("attribute")
+            n.attribute.extend(attrs)
+            n.ClearField("doc_string")
+            n.ClearField("metadata_props")
         return onnx.printer.to_text(c)
     return text(a) == text(b)
 
 
-def onnx_model_code(inst: Instance) -> tuple[str, bool]:
-    """(source defining ``make_model()``, built with onnx.helper?). Falls back to the standalone reproducer's form
-    (textual ONNX or base64) when the helper code would not rebuild the very same graph."""
+def onnx_code(model, var: str = "model") -> tuple[str, bool]:
+    """(statements binding ``var`` to the model, built with onnx.helper?). Falls back to the standalone
+    reproducer's textual (or base64) form when the helper code would not rebuild the very same graph."""
     import base64
     import io
 
     import onnx
     from onnx import TensorProto, helper, numpy_helper
-    model = onnx.load_from_string(inst.arrays["model"].tobytes())
-    code = onnx_helper_code(model)
+    code = onnx_helper_code(model, var)
     if code is not None:
         try:  # our own generated code: make sure it rebuilds the same graph before a maintainer reads it
             ns = {"np": np, "io": io, "base64": base64, "onnx": onnx, "helper": helper, "TensorProto": TensorProto,
                   "numpy_helper": numpy_helper}
             exec(compile(code, "<dlci onnx helper code>", "exec"), ns)
-            if _same_onnx(ns["make_model"](), model):
+            if _same_onnx(ns[var], model):
                 return code, True
         except Exception:
             pass
-    # the standalone reproducer's own form (private helper of dlci.findings.repro), minus its reference()
-    text = R.onnx_code(inst).split("\n\ndef reference():")[0]
-    text = re.sub(r"\nEXPECTED = \[.*", "", text, flags=re.S)
-    return text.rstrip() + "\n\n\ndef make_model():\n    return ONNX_MODEL", False
+    text = R.onnx_text(model)
+    if text is not None:
+        return f'{var} = onnx.parser.parse_model("""\n{text.strip()}\n""")\n', False
+    blob = base64.b64encode(model.SerializeToString()).decode()
+    return f"{var} = onnx.load_from_string(base64.b64decode({blob!r}))\n", False
+
+
+def onnx_model_code(inst: Instance) -> tuple[str, bool]:
+    """The instance's ONNX model as statements binding ``model`` (see :func:`onnx_code`)."""
+    import onnx
+    return onnx_code(onnx.load_from_string(inst.arrays["model"].tobytes()))
+
+
+# -- model and input code ----------------------------------------------------------------------------------------
+
+_TORCH_DTYPES = {"float16": "float16", "float32": "float32", "float64": "float64", "int8": "int8", "int16": "int16",
+                 "int32": "int32", "int64": "int64", "uint8": "uint8", "bool": "bool", "complex64": "complex64",
+                 "complex128": "complex128"}
+
+
+def torch_tensor_code(a: np.ndarray) -> str:
+    """A torch.tensor literal rebuilding the array exactly (the way PyTorch's and TVM's tests spell values)."""
+    a = np.asarray(a)
+    name = _TORCH_DTYPES.get(a.dtype.name)
+    if name is None or a.size > R.INLINE_ELEMENTS or a.dtype.kind not in "biuf" or 0 in a.shape:
+        return f"torch.from_numpy({R.array_code(a)})"
+    values = R._nested_lit(a.tolist(), a.dtype)
+    default = {"f": "float32", "b": "bool", "i": "int64"}.get(a.dtype.kind)
+    return f"torch.tensor({values})" if name == default else f"torch.tensor({values}, dtype=torch.{name})"
+
+
+def _tuple(items: list[str]) -> str:
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _indent(code: str, n: int) -> str:
+    return textwrap.indent(code.rstrip("\n"), " " * n, lambda ln: bool(ln.strip()))
+
+
+def _kind_in_trace(model_code: str, expr: str, inst: Instance, kind: str) -> bool:
+    """Does TorchScript tracing of the model show ``kind`` (what PytorchLayerTest asserts)? Checked here, since a
+    kind the graph lacks would fail the test for another reason than the bug."""
+    import torch
+    try:
+        ns = {"torch": torch, "np": np}
+        exec(compile(model_code + f"\n__model = {expr}\n", "<dlci model code>", "exec"), ns)
+        from dlci.models.convert import np_to_torch
+        traced = torch.jit.trace(ns["__model"], tuple(np_to_torch(x) for x in inst.input_arrays()), check_trace=False)
+        return any(n.kind() == kind for n in traced.inlined_graph.nodes())
+    except Exception:
+        return False
+
+
+def _reference_kind(inst: Instance, exported: bool) -> str:
+    return "onnx" if exported or inst.framework == "onnx" else "eager"
 
 
 # -- rendering --------------------------------------------------------------------------------------------------
 
-def _env() -> jinja2.Environment:
-    # the standalone reproducer's template folder (its targets/ includes are shared); block tags on their own lines
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(R.TEMPLATES)), keep_trailing_newline=True,
-                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+def _env():
+    return R.code_env()
 
 
 def _docsafe(text: str) -> str:
@@ -301,67 +405,74 @@ _OV_FLAVOURS = {"torch_module": "pytorch", "exported_program": "pytorch", "fx_gr
                 "saved_model": "keras", "keras_model": "keras", "tflite": "keras"}
 
 
-def _tol_literal(table: dict) -> str:
-    return "{\n" + "".join(f"    {k!r}: ({v[0]!r}, {v[1]!r}),\n" for k, v in table.items()) + "}"
-
-
-def _set_literal(s) -> str:
-    return "{" + ", ".join(repr(i) for i in sorted(s)) + "}" if s else "set()"
-
-
 def render_test(finding, instance: Instance, out_dir: Path, *, style: str | None, form: str = "") -> Path | None:
     """Write ``out_dir/test_<finding id>_<target>.py`` in ``style`` (a key of STYLES: the target's ``test_style``;
     ``form``: the model form the target converts); None when no style serves the target."""
     if style not in STYLES:
         return None
     style = STYLES[style]
-    inst = instance
-    fw = inst.framework
-    kind = inst.call["kind"]
-    env = _env()
-    # the standalone reproducer's framework imports, split into the standard-library and third-party blocks
-    lines = [ln for ln in R.IMPORTS[fw].splitlines() if ln.strip()]
-    std_imports = [ln for ln in lines if ln.split()[1].split(".")[0] in sys.stdlib_module_names]
-    fw_imports = [ln for ln in lines if ln not in std_imports]
-    if kind == "onnx_model":
-        model_code, _ = onnx_model_code(inst)
-        expected = inst.expected_arrays()
-        expected_code = ("EXPECTED = [\n" + "".join(f"    {R.array_code(e)},\n" for e in expected) + "]"
-                         if expected is not None else "")
-    else:
-        model_code, expected_code = R.MODEL_CODE[kind](inst), ""
-        # the fp64 recomputation that arbitrates dlci's own comparison has no place in a plain test
-        model_code = model_code.split("\n\ndef reference():")[0]
-    model_code = model_code.strip()
-    reference = "onnx" if fw == "onnx" else "eager"
-    inputs_code = "INPUTS = [\n" + "".join(f"    {R.array_code(x)},\n" for x in inst.input_arrays()) + "]"
-    skip = R.skip_values_for(inst)
+    inst, target = instance, finding.target
+    fw, kind = inst.framework, inst.call["kind"]
+    ref, _, exported = R.judged_reference(inst, target)
     ignore = R.ignored_for(inst)
-    expect = expectation(finding)
+    index = R._failing_output(finding, len(ref), ignore)
+    index = 0 if index is None else index
+    flavour = _OV_FLAVOURS.get(form, "")
+    # the ONNX model the target converts: the instance's own, or the export a torch instance reaches it through
+    onnx_form = fw == "onnx" or (form == "onnx" and fw == "torch")
     snake, camel = op_snake(inst.op), op_camel(inst.op)
-    origin = f"{inst.origin.test} ({inst.origin.library})" if inst.origin.library else inst.origin.test
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = _test_path(finding, out_dir)
+    ctx = dict(f=finding, inst=inst, style=style, target=target, framework=fw, index=index, n_outputs=len(ref),
+               flavour=flavour, test_name=f"test_{snake}_{finding.id}", op_camel=camel, op_snake=snake,
+               symptom=finding.symptom if finding.oracle == "inconsistency" else "",
+               single=len(ref) == 1)
+    where, helper = PASTE_INTO.get(target, ("the target's test suite", None))
+    ctx.update(paste_into=where.format(op=snake), helper=helper)
+    reference = _reference_kind(inst, exported)
+    out_dtype = np.asarray(ref[index]).dtype.name if ref else "float32"
     table = tolerance_table(reference)
-    float_dtypes = [s.dtype for s in inst.inputs if s.dtype in table] or ["float32"]
-    ctx = dict(
-        f=finding, inst=inst, style=style, target=finding.target, framework=fw, std_imports=std_imports,
-        fw_imports=fw_imports, inputs_code=inputs_code, model_code=model_code, expected_code=expected_code,
-        reference=reference, tolerances=_tol_literal(table), eps=repr(max(table[float_dtypes[0]])),
-        flavour=_OV_FLAVOURS.get(form, ""),
-        skip_values=_set_literal(skip), ignore=_set_literal(ignore), has_skip=bool(skip), has_ignore=bool(ignore),
-        test_name=f"test_{snake}_{finding.id}", op_camel=camel,
-        kind_name=inst.op if inst.op.startswith("aten::") and kind == "torch_fn" else None,
+    rtol, atol = table.get(out_dtype, table["float32"])
+    ctx.update(rtol=repr(rtol), atol=repr(atol), eps=repr(max(rtol, atol)), out_dtype=out_dtype)
+    if onnx_form:
+        from dlci import models
+        model = models.build(inst, "onnx")
+        code, helper_built = onnx_code(model)
+        names = models.onnx_input_names(model)
+        entries = [f"{_q(n)}: {R.array_code(x)}" for n, x in zip(names, inst.input_arrays())]
+        one = "{" + ", ".join(entries) + "}"
+        ctx.update(onnx_code=code, helper_built=helper_built,
+                   feed=one if len(one) <= 90 else "{\n" + "".join(f"    {e},\n" for e in entries) + "}",
+                   opset=next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None),
+                   ir_version=model.ir_version,
+                   expected=R.array_code(np.asarray(ref[index])))
+    if fw == "torch":
+        leaf = target == "tvm.from_fx"
+        code, expr = R.torch_model(inst, class_name=camel if style.name != "openvino" else f"aten_{snake}",
+                                   leaf=leaf)
+        aten = inst.op if inst.op.startswith("aten::") else ""
+        ctx.update(model_code=code, model_expr=expr, args=_tuple([torch_tensor_code(x) for x in inst.input_arrays()]),
+                   inputs_np=_tuple([R.array_code(x) for x in inst.input_arrays()]),
+                   kind_name=aten if aten and style.name == "openvino" and _kind_in_trace(code, expr, inst, aten)
+                   else None)
+    if fw == "keras":
+        code, _ = R.keras_model(inst, inputs="inputs_np")
+        ctx.update(keras_code=code, inputs_np="[" + ", ".join(R.array_code(x) for x in inst.input_arrays()) + "]")
+    expect = expectation(finding)
+    origin = f"{inst.origin.test} ({inst.origin.library})" if inst.origin.library else inst.origin.test
+    ctx.update(
         expect_line=EXPECT_PREFIX + json.dumps(expect, sort_keys=True),
         summary=_docsafe(f"{finding.target} {finding.target_version}: {finding.symptom} on {finding.operator}"),
         message_lines=[_docsafe(m) for m in _message_lines(finding.message)],
         about=_docsafe(textwrap.fill(
-            f"Operator instance {inst.id} from {origin}, written in the style of {style.repository}'s own tests so "
-            f"that it can join that suite. It fails while the bug is present and passes once it is fixed; its inputs "
-            f"are embedded.", width=110)),
+            f"Instance {inst.id} from {origin}, written as a test of {style.repository}'s own suite: the block "
+            f"between the paste markers goes into {ctx['paste_into']} as is"
+            + (f" (it calls that file's {helper})" if helper else "")
+            + ". It fails while the bug is present and passes once it is fixed.", width=110)),
     )
-    text = env.get_template(style.template).render(**ctx)
+    ctx["uses_base64"] = any("base64." in v for v in ctx.values() if isinstance(v, str))  # large arrays
+    text = _env().get_template(style.template).render(**ctx)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = _test_path(finding, out_dir)
     path.write_text(text, encoding="utf-8")
     return path
 
@@ -469,4 +580,4 @@ def check_test(path: Path, env: dict | None = None, timeout: float = 600) -> boo
 
 
 __all__ = ["STYLES", "Style", "render_test", "check_test", "pytest_available", "reproduces", "expectation",
-           "read_expectation", "onnx_helper_code", "onnx_model_code", "tolerance_table"]
+           "read_expectation", "paste_block", "onnx_helper_code", "onnx_code", "onnx_model_code", "tolerance_table"]

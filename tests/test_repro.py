@@ -1,0 +1,201 @@
+"""Standalone reproducers judge exactly as the campaign did, and stay short (real frameworks, no mocks).
+
+Each case runs dlci's own test (dlci.testcase.execute) in-process, renders the finding's reproducer as the campaign
+does and runs it where dlci cannot be imported: it must exit 1 exactly when dlci's oracle said inconsistent. The cases
+are chosen so that a reproducer judging any other way (another reference, np.allclose, no fp64 arbitration)
+disagrees with the campaign.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from dlci.findings import Finding, signature
+from dlci.findings.repro import render_repro
+from dlci.findings.test_style import expectation, read_expectation, render_test
+from dlci.instance import Instance, Origin, TensorSpec
+from dlci.oracles import compare
+from dlci.outcome import CRASH, INCONSISTENT, PASS
+from dlci.targets import get
+from dlci.testcase import execute
+from tests.standalone import run_without_dlci
+
+MEDIAN_LINES = 40  # the issue's bound on a single-operator reproducer
+
+
+def elu(alpha: float) -> Instance:
+    """nn.ELU on negative inputs only: TVM's FX importer ignores alpha there, so its output is off by a relative
+    (alpha - 1) / alpha everywhere, which the tests tune against the oracle's tolerance and fp64 arbitration."""
+    x = -np.linspace(0.5, 3.0, 12, dtype=np.float32).reshape(3, 4)
+    return Instance(op="nn::ELU", framework="torch",
+                    call={"kind": "torch_module", "cls": "torch.nn.ELU", "args": [], "kwargs": {"alpha": alpha},
+                          "forward_args": [{"$t": 0}], "forward_kwargs": {}},
+                    inputs=[TensorSpec.of(x)], params={"alpha": alpha}, origin=Origin("test", "hand"),
+                    arrays={"in:0": x})
+
+
+def avg_pool_divisor() -> Instance:
+    """avg_pool2d(divisor_override=2): the torch.onnx exporter drops the divisor, so eager PyTorch and the exported
+    model disagree; TVM's ONNX importer computes what the exported model says."""
+    x = np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
+    return Instance(op="aten::avg_pool2d", framework="torch",
+                    call={"kind": "torch_fn", "fn": "torch.nn.functional.avg_pool2d",
+                          "args": [{"$t": 0}, 3, 1, 1, True, False, 2], "kwargs": {}},
+                    inputs=[TensorSpec.of(x)], params={}, origin=Origin("test", "hand"), arrays={"in:0": x})
+
+
+def max_unpool() -> Instance:
+    """ONNX MaxUnpool with output_shape (the ONNX test's own case): TVM's ONNX importer raises AttributeError."""
+    node = helper.make_node("MaxUnpool", ["xT", "xI", "output_shape"], ["y"], kernel_shape=[2, 2], strides=[2, 2])
+    graph = helper.make_graph(
+        [node], "test_maxunpool",
+        [helper.make_tensor_value_info("xT", TensorProto.FLOAT, [1, 1, 2, 2]),
+         helper.make_tensor_value_info("xI", TensorProto.INT64, [1, 1, 2, 2]),
+         helper.make_tensor_value_info("output_shape", TensorProto.INT64, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 5, 5])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)], ir_version=8)
+    xs = [np.array([5, 6, 7, 8], np.float32).reshape(1, 1, 2, 2), np.array([5, 7, 13, 15]).reshape(1, 1, 2, 2),
+          np.array([1, 1, 5, 5])]
+    return Instance(op="onnx::MaxUnpool", framework="onnx", call={"kind": "onnx_model"},
+                    inputs=[TensorSpec.of(x) for x in xs], params={}, origin=Origin("test", "hand"),
+                    arrays={"model": np.frombuffer(model.SerializeToString(), np.uint8),
+                            **{f"in:{i}": x for i, x in enumerate(xs)}})
+
+
+def finding_of(inst: Instance, target: str, fid: str = "F001", outcome=None) -> Finding:
+    """The finding dlci.campaign.stages.collect builds from this test's outcome; a passing test gives the finding
+    an earlier run of the same instance reported (a value mismatch of output 0)."""
+    o = outcome or execute(inst, target)
+    t = get(target)
+    failed = o.status in (CRASH, INCONSISTENT)
+    return Finding(id=fid, oracle=t.oracle_of(o) if failed else "inconsistency", operator=inst.op, target=target,
+                   target_version=t.version(), symptom=o.symptom if failed else "value mismatch",
+                   stage=o.stage or "compare", signature=signature(o, t.modules), message=o.message[:2000],
+                   instance_id=inst.id, origin=inst.origin.__dict__,
+                   distance=o.distance if failed else {"output": 0}, traceback=o.traceback[-4000:],
+                   instances=[inst.id], operators=[inst.op], confirmed=True)
+
+
+def run_alone(path):
+    proc = run_without_dlci(path, path.parent)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+# (instance, target, what dlci's oracle must say): the verdicts hinge on the reference and on fp64 arbitration
+JUDGED = {
+    # off by 8e-4 relative: beyond the fp64 floor (1e-4), inside np.allclose(rtol=1e-3) (ONNX-style tolerances)
+    "beyond_arbitration": (lambda: elu(1.0008), "tvm.from_fx", INCONSISTENT),
+    # off by 2e-5 relative: beyond float32's rtol and np.allclose's default, inside fp64 arbitration
+    "within_arbitration": (lambda: elu(1.00002), "tvm.from_fx", PASS),
+    # right by the exported model's meaning (the campaign's reference), wrong by eager PyTorch's
+    "exported_reference": (avg_pool_divisor, "tvm.from_onnx", PASS),
+    # wrong by both
+    "plain_bug": (lambda: elu(2.0), "tvm.from_fx", INCONSISTENT),
+}
+
+
+@pytest.mark.parametrize("name", sorted(JUDGED))
+def test_reproducer_exits_1_exactly_when_the_oracle_says_inconsistent(name, tmp_path):
+    make, target, want = JUDGED[name]
+    inst = make()
+    outcome = execute(inst, target)
+    assert outcome.status == want, (outcome.status, outcome.message)
+    path = get(target).render_repro(finding_of(inst, target, outcome=outcome), inst, tmp_path)
+    code, out, err = run_alone(path)
+    assert code == (1 if want == INCONSISTENT else 0), (code, out, err[-3000:])
+    assert ("REPRODUCED" in out) == (want == INCONSISTENT), out
+    # the comparison is the oracle's own function, pasted; the reference is embedded, not recomputed
+    src = path.read_text()
+    assert inspect.getsource(compare.values_differ) in src and "EXPECTED64 = np.array(" in src
+    assert "np.allclose" not in src and "import dlci" not in src and "from dlci" not in src
+
+
+def test_naive_comparisons_disagree_with_the_oracle_on_these_cases():
+    """The cases above would be judged otherwise by a plain np.allclose or by eager PyTorch as the reference: they
+    test the reproducer's judgement, not just the target."""
+    import torch
+    for name, rtol in (("beyond_arbitration", 1e-3), ("within_arbitration", 1e-5)):
+        inst = JUDGED[name][0]()
+        x = torch.from_numpy(inst.input_arrays()[0])
+        eager = torch.nn.ELU(alpha=inst.call["kwargs"]["alpha"])(x).numpy()
+        ignored = torch.nn.ELU()(x).numpy()  # what the target computes
+        assert np.allclose(ignored, eager, rtol=rtol) == (JUDGED[name][2] == INCONSISTENT)
+    inst = avg_pool_divisor()
+    eager = torch.nn.functional.avg_pool2d(torch.from_numpy(inst.input_arrays()[0]), 3, 1, 1, True, False, 2).numpy()
+    got = execute(inst, "torch.onnx")  # the exported model run by ONNX Runtime differs from eager PyTorch
+    assert got.status == INCONSISTENT and eager.size
+
+
+def test_crash_reproducer_expects_the_exception_a_support_finding_records(tmp_path):
+    inst = max_unpool()
+    f = finding_of(inst, "tvm.from_onnx")
+    assert f.oracle == "crash" and f.symptom == "AttributeError", f
+    # PR mode's "support removed": the symptom is no exception name; the exception is recorded apart
+    f.extra["exception"], f.symptom, f.oracle = f.symptom, "support removed", "support"
+    path = get(f.target).render_repro(f, inst, tmp_path)
+    code, out, err = run_alone(path)
+    assert code == 1 and "REPRODUCED" in out, (out, err[-2000:])
+    assert expectation(f)["failure"] == "AttributeError"
+    # another exception than the recorded one is not this bug
+    f.extra["exception"] = "OpNotImplemented"
+    path = get(f.target).render_repro(f, inst, tmp_path)
+    code, out, _ = run_alone(path)
+    assert code == 0 and "a different error" in out and "REPRODUCED" not in out
+    test = render_test(f, inst, tmp_path / "tests", style="tvm", form="onnx")
+    assert read_expectation(test)["failure"] == "OpNotImplemented"
+
+
+def test_onnx_reproducer_arbitrates_with_the_campaign_fp64_graph(tmp_path):
+    """An ONNX test ships its expected output; the campaign also evaluates the graph in float64 and arbitrates with
+    float32's tolerances. The reproducer embeds that fp64 result and those tolerances, not looser ones."""
+    inst = max_unpool()
+    f = finding_of(inst, "onnxruntime")  # ORT's MaxUnpool with output_shape disagrees with the ONNX test
+    assert f.oracle == "inconsistency", f
+    src = render_repro(f, inst, tmp_path).read_text()
+    rtol, atol = compare.tolerance("float32", arbitrated=True)
+    assert f"TOLERANCE = dict(rtol={rtol!r}, atol={atol!r}" in src and "EXPECTED64 = np.array(" in src
+    code, out, _ = run_alone(render_repro(f, inst, tmp_path))
+    assert code == 1 and "REPRODUCED value mismatch" in out
+
+
+def test_hard_crash_reproducer_runs_the_target_in_a_child(tmp_path):
+    """A signal kills the process: the script watches a child. This target runs fine, so the child exits 0."""
+    inst = elu(1.0)
+    f = finding_of(inst, "tvm.from_fx")
+    f.oracle, f.symptom, f.stage = "crash", "SIGSEGV", "run"
+    path = get(f.target).render_repro(f, inst, tmp_path)
+    src = path.read_text()
+    assert '"--child" in sys.argv' in src and "== -11" in src
+    code, out, err = run_alone(path)
+    assert code == 0 and "ran to completion" in out, (out, err[-2000:])
+
+
+def test_single_operator_reproducers_are_short(tmp_path):
+    lengths = {}
+    for name, (make, target, _) in JUDGED.items():
+        inst = make()
+        path = get(target).render_repro(finding_of(inst, target, fid=f"F{len(lengths) + 1:03d}"), inst, tmp_path)
+        lengths[name] = len(path.read_text().splitlines())
+        ast.parse(path.read_text())
+    inst = max_unpool()
+    path = get("tvm.from_onnx").render_repro(finding_of(inst, "tvm.from_onnx", fid="F009"), inst, tmp_path)
+    lengths["crash"] = len(path.read_text().splitlines())
+    assert "values_differ" not in path.read_text()  # a crash needs no comparison
+    assert sorted(lengths.values())[len(lengths) // 2] <= MEDIAN_LINES, lengths
+    assert max(lengths.values()) <= MEDIAN_LINES + 5, lengths
+
+
+def test_nan_and_dtype_findings_paste_only_their_check(tmp_path):
+    inst = elu(2.0)
+    f = finding_of(inst, "tvm.from_fx")
+    f.symptom = "nan mismatch"
+    src = render_repro(f, inst, tmp_path).read_text()
+    assert inspect.getsource(compare.classes_differ) in src and "values_differ" not in src
+    f.symptom = "dtype mismatch"
+    src = render_repro(f, inst, tmp_path).read_text()
+    assert 'dtype.name != "float32"' in src and "def " not in src.split('"""', 2)[2]
