@@ -11,7 +11,6 @@ import ast
 import inspect
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper
 

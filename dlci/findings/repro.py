@@ -16,6 +16,7 @@ So the script reaches the campaign's verdict on the same target output by constr
 from __future__ import annotations
 
 import base64
+import contextlib
 import importlib.metadata
 import inspect
 import io
@@ -49,11 +50,16 @@ def code_env() -> jinja2.Environment:
     Python literal."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), keep_trailing_newline=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters["pyrepr"] = repr
+    env.filters["pyrepr"] = lambda v: py_str(v) if isinstance(v, str) else repr(v)
     return env
 
 
 # -- literals ---------------------------------------------------------------------------------------------------
+
+def py_str(text: str) -> str:
+    """A double-quoted Python string literal, as the target repositories write them (JSON's escapes are Python's)."""
+    return json.dumps(text, ensure_ascii=False)
+
 
 def float_lit(v: float) -> str:
     if v != v:
@@ -72,9 +78,9 @@ def _element(v, dtype: np.dtype) -> str:
     return float_lit(v) if isinstance(v, float) else repr(v)
 
 
-def _nested_lit(v, dtype: np.dtype) -> str:
+def nested_literal(v, dtype: np.dtype) -> str:
     if isinstance(v, list):
-        return "[" + ", ".join(_nested_lit(x, dtype) for x in v) + "]"
+        return "[" + ", ".join(nested_literal(x, dtype) for x in v) + "]"
     return _element(v, dtype)
 
 
@@ -84,8 +90,8 @@ def array_code(a: np.ndarray) -> str:
     if a.size <= INLINE_ELEMENTS and a.dtype.kind in "biuf" and a.dtype.name in np.sctypeDict:
         dtype = "bool" if a.dtype.kind == "b" else f"np.{a.dtype.name}"
         if a.ndim == 1 and a.size:
-            return f"np.array({_nested_lit(a.tolist(), a.dtype)}, dtype={dtype})"
-        flat = _nested_lit(a.reshape(-1).tolist(), a.dtype)
+            return f"np.array({nested_literal(a.tolist(), a.dtype)}, dtype={dtype})"
+        flat = nested_literal(a.reshape(-1).tolist(), a.dtype)
         return f"np.array({flat}, dtype={dtype}).reshape({tuple(a.shape)!r})"
     buf = io.BytesIO()
     np.save(buf, a, allow_pickle=False)
@@ -105,6 +111,19 @@ def message_key(message: str) -> str:
 
 
 # -- the single-operator model ------------------------------------------------------------------------------------
+
+_TORCH_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
+
+
+def torch_tensor_code(a: np.ndarray) -> str:
+    """A torch.tensor literal rebuilding the array exactly (the way PyTorch's and TVM's tests spell values)."""
+    a = np.asarray(a)
+    if a.dtype.name not in _TORCH_DTYPES or a.size > INLINE_ELEMENTS or 0 in a.shape:
+        return f"torch.from_numpy({array_code(a)})"
+    values = nested_literal(a.tolist(), a.dtype)
+    default = {"f": "float32", "b": "bool", "i": "int64"}.get(a.dtype.kind)  # what torch.tensor infers
+    return f"torch.tensor({values}" + ("" if a.dtype.name == default else f", dtype=torch.{a.dtype.name}") + ")"
+
 
 def _args(values: list, kwargs: dict) -> str:
     return ", ".join([python_literal(a) for a in values] + [f"{k}={python_literal(v)}" for k, v in kwargs.items()])
@@ -148,7 +167,7 @@ def torch_model(inst: Instance, class_name: str = "Model", leaf: bool = False) -
         expr, holder = f"{class_name}().eval()", "model.m"
     if not state:
         return code, expr
-    entries = "".join(f"    {k!r}: torch.tensor({array_code(v)}),\n" for k, v in state.items())
+    entries = "".join(f"    {py_str(k)}: {torch_tensor_code(v)},\n" for k, v in state.items())
     code += ("\n\n" if code else "") + f"model = {expr}\n{holder}.load_state_dict({{\n{entries}}}, strict=False)\n"
     return code, "model"
 
@@ -218,17 +237,36 @@ FRAMEWORK_IMPORTS = {"torch": ["import torch"], "onnx": ["import onnx"],
 
 # -- the reference the campaign judged by ---------------------------------------------------------------------------
 
+@contextlib.contextmanager
+def _single_threaded():
+    """dlci's workers compute single-threaded (dlci.exec.engine): a sum split over threads can differ in its last
+    bits, so the reference is computed here the same way."""
+    if "torch" not in sys.modules:
+        yield
+        return
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def judged_reference(inst: Instance, target_name: str) -> tuple[list[np.ndarray], list[np.ndarray] | None, bool]:
     """(ref, ref64, exported) exactly as dlci.testcase.execute computes them for this instance on this target;
     ``exported``: the outputs of the exported model (the instance reaches the target through an exporter)."""
     from dlci import models
     from dlci.targets import get
-    ref, ref64 = models.reference(inst)
-    target = get(target_name)
-    if inst.framework not in target.exporters:
-        return ref, ref64, False
-    models.build(inst, target.form)
-    got, got64 = models.exported_reference(inst, target.form, ref, ref64)
+    if inst.framework == "torch":
+        import torch  # noqa: F401  (so that it runs single-threaded below)
+    with _single_threaded():
+        ref, ref64 = models.reference(inst)
+        target = get(target_name)
+        if inst.framework not in target.exporters:
+            return ref, ref64, False
+        models.build(inst, target.form)
+        got, got64 = models.exported_reference(inst, target.form, ref, ref64)
     return got, got64, got is not ref  # the same objects: no evaluator ran the exported model
 
 
@@ -287,7 +325,7 @@ def crash_exception(finding) -> str:
     return (finding.extra or {}).get("exception") or finding.symptom or ""
 
 
-def _failing_output(finding, n: int, ignore: set[int]) -> int | None:
+def failing_output(finding, n: int, ignore: set[int]) -> int | None:
     """The output the finding's verdict names, as a position in the target's outputs (compare_outputs counts
     without the ignored ones)."""
     i = (finding.distance or {}).get("output")
@@ -318,7 +356,7 @@ def comparison(finding, inst: Instance, target_name: str) -> dict:
                 "message_key": message_key(finding.message or "")}
     ref, ref64, exported = judged_reference(inst, target_name)
     ignore = ignored_for(inst)
-    i = _failing_output(finding, len(ref), ignore)
+    i = failing_output(finding, len(ref), ignore)
     ctx = {"n_outputs": len(ref), "index": i}
     if symptom == "output count":
         return {**ctx, "check": "count"}
@@ -422,9 +460,10 @@ def render_text(finding, inst: Instance, template: str | None = None) -> str:
     if "onnx.parser." in body:  # binds onnx too
         imports = [ln for ln in imports if ln != "import onnx"] + ["import onnx.parser"]
     origin = inst.origin.test + (f" ({inst.origin.library})" if inst.origin.library else "")
+    check.setdefault("exception", crash_exception(finding))
     return env.get_template("repro.py.j2").render(
         f=finding, inst=inst, origin=origin, imports=import_block(imports), body=body,
-        spaced=_defines([s for s in sections if s.strip()][-1]), run=run, **{"exception": crash_exception(finding), **check})
+        spaced=_defines([s for s in sections if s.strip()][-1]), run=run, **check)
 
 
 def render_repro(finding, inst: Instance, repro_dir: Path, template: str | None = None) -> Path:

@@ -159,8 +159,7 @@ def paste_block(path: Path) -> str:
 # -- ONNX models as onnx.helper code ---------------------------------------------------------------------------
 
 def _q(text: str) -> str:
-    """A double-quoted Python string literal (JSON's escapes are Python's)."""
-    return json.dumps(text)
+    return R.py_str(text)
 
 
 def _qlist(items) -> str:
@@ -335,28 +334,8 @@ def onnx_model_code(inst: Instance) -> tuple[str, bool]:
 
 # -- model and input code ----------------------------------------------------------------------------------------
 
-_TORCH_DTYPES = {"float16": "float16", "float32": "float32", "float64": "float64", "int8": "int8", "int16": "int16",
-                 "int32": "int32", "int64": "int64", "uint8": "uint8", "bool": "bool", "complex64": "complex64",
-                 "complex128": "complex128"}
-
-
-def torch_tensor_code(a: np.ndarray) -> str:
-    """A torch.tensor literal rebuilding the array exactly (the way PyTorch's and TVM's tests spell values)."""
-    a = np.asarray(a)
-    name = _TORCH_DTYPES.get(a.dtype.name)
-    if name is None or a.size > R.INLINE_ELEMENTS or a.dtype.kind not in "biuf" or 0 in a.shape:
-        return f"torch.from_numpy({R.array_code(a)})"
-    values = R._nested_lit(a.tolist(), a.dtype)
-    default = {"f": "float32", "b": "bool", "i": "int64"}.get(a.dtype.kind)
-    return f"torch.tensor({values})" if name == default else f"torch.tensor({values}, dtype=torch.{name})"
-
-
 def _tuple(items: list[str]) -> str:
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-
-
-def _indent(code: str, n: int) -> str:
-    return textwrap.indent(code.rstrip("\n"), " " * n, lambda ln: bool(ln.strip()))
 
 
 def _kind_in_trace(model_code: str, expr: str, inst: Instance, kind: str) -> bool:
@@ -378,10 +357,6 @@ def _reference_kind(inst: Instance, exported: bool) -> str:
 
 
 # -- rendering --------------------------------------------------------------------------------------------------
-
-def _env():
-    return R.code_env()
-
 
 def _docsafe(text: str) -> str:
     """Text that cannot end or break the test's docstring."""
@@ -412,10 +387,10 @@ def render_test(finding, instance: Instance, out_dir: Path, *, style: str | None
         return None
     style = STYLES[style]
     inst, target = instance, finding.target
-    fw, kind = inst.framework, inst.call["kind"]
+    fw = inst.framework
     ref, _, exported = R.judged_reference(inst, target)
     ignore = R.ignored_for(inst)
-    index = R._failing_output(finding, len(ref), ignore)
+    index = R.failing_output(finding, len(ref), ignore)
     index = 0 if index is None else index
     flavour = _OV_FLAVOURS.get(form, "")
     # the ONNX model the target converts: the instance's own, or the export a torch instance reaches it through
@@ -449,7 +424,8 @@ def render_test(finding, instance: Instance, out_dir: Path, *, style: str | None
         code, expr = R.torch_model(inst, class_name=camel if style.name != "openvino" else f"aten_{snake}",
                                    leaf=leaf)
         aten = inst.op if inst.op.startswith("aten::") else ""
-        ctx.update(model_code=code, model_expr=expr, args=_tuple([torch_tensor_code(x) for x in inst.input_arrays()]),
+        ctx.update(model_code=code, model_expr=expr,
+                   args=_tuple([R.torch_tensor_code(x) for x in inst.input_arrays()]),
                    inputs_np=_tuple([R.array_code(x) for x in inst.input_arrays()]),
                    kind_name=aten if aten and style.name == "openvino" and _kind_in_trace(code, expr, inst, aten)
                    else None)
@@ -469,7 +445,7 @@ def render_test(finding, instance: Instance, out_dir: Path, *, style: str | None
             + ". It fails while the bug is present and passes once it is fixed.", width=110)),
     )
     ctx["uses_base64"] = any("base64." in v for v in ctx.values() if isinstance(v, str))  # large arrays
-    text = _env().get_template(style.template).render(**ctx)
+    text = R.code_env().get_template(style.template).render(**ctx)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = _test_path(finding, out_dir)
