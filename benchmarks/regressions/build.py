@@ -1,9 +1,9 @@
-"""Build a case of cases.yaml as a git repository shaped like a TVM checkout (as dlci's bundled samples are).
+"""Build a case of cases.yaml as a git repository shaped like an upstream checkout (as dlci's bundled samples are).
 
     python benchmarks/regressions/build.py CASE DEST        # prints: DEST BASE_SHA HEAD_SHA
 
-base = the installed apache-tvm's Python sources laid out as python/tvm/** plus a .dlci.yml that runs the checkout's
-python/ over the installed native library; head = base with the case's patch applied (a regression: the upstream fix
+base = the installed package's Python sources laid out as upstream does (apache-tvm: python/tvm/** plus a .dlci.yml
+that runs the checkout's python/ over the installed native library; onnxscript: onnxscript/** at the root); head = base with the case's patch applied (a regression: the upstream fix
 reverted). For a refactor the patch reverts the refactor: base = sources + patch, head = the sources as installed, so
 the pull request applies the real refactor. A patch that does not apply cleanly to the installed release raises
 BuildError (the case is then reported as skipped with that reason).
@@ -20,12 +20,19 @@ from pathlib import Path
 import yaml
 
 HERE = Path(__file__).resolve().parent
-DLCI_YML = """\
+# per package: where its sources sit in an upstream checkout, and the .dlci.yml that runs them
+LAYOUT = {
+    "tvm": ("python/tvm", """\
 # the checkout's Python sources (python/) over the installed wheel's native library
 python_path: [python]
 env:
   TVM_LIBRARY_PATH: "{site_packages}/tvm/lib"
-"""
+"""),
+    "onnxscript": ("onnxscript", """\
+# the checkout's onnxscript package (pure Python) first on the path
+python_path: ["."]
+"""),
+}
 
 
 class BuildError(Exception):
@@ -36,11 +43,19 @@ def load_cases(path: Path = HERE / "cases.yaml") -> dict:
     return yaml.safe_load(path.read_text())
 
 
-def installed_tvm() -> Path:
-    spec = importlib.util.find_spec("tvm")
+def installed_package(name: str) -> Path:
+    spec = importlib.util.find_spec(name)  # locates the package without importing it
     if spec is None or not spec.submodule_search_locations:
-        raise BuildError("apache-tvm is not installed")
+        raise BuildError(f"{name} is not installed")
     return Path(list(spec.submodule_search_locations)[0])
+
+
+def installed_tvm() -> Path:
+    return installed_package("tvm")
+
+
+def package_of(case: dict) -> str:
+    return case.get("package", "tvm")
 
 
 def installed_version(dist: str) -> str | None:
@@ -62,20 +77,22 @@ def _git(repo: Path, *args: str, input: str | None = None) -> str:
     return proc.stdout.strip()
 
 
-def _copy_sources(dest: Path) -> None:
-    src = installed_tvm()
-    for path in src.rglob("*.py"):
+def _copy_sources(dest: Path, package: str) -> None:
+    src = installed_package(package)
+    pattern = "*.py" if package == "tvm" else "*"   # TVM: the Python sources only (the native library is shared)
+    for path in src.rglob(pattern):
         rel = path.relative_to(src)
-        if "__pycache__" in rel.parts:
+        if "__pycache__" in rel.parts or not path.is_file():
             continue
-        target = dest / "python" / "tvm" / rel
+        target = dest / LAYOUT[package][0] / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
 
 
 def build(case: dict, dest: Path) -> tuple[Path, str, str]:
     """Returns (repo, base sha, head sha)."""
-    want = load_cases()["release"]
+    package = package_of(case)
+    want = load_cases()["releases"][package]
     have = installed_version(want["package"])
     if have != want["version"]:
         raise BuildError(f"patches are written against {want['package']} {want['version']}, installed: {have}")
@@ -83,9 +100,9 @@ def build(case: dict, dest: Path) -> tuple[Path, str, str]:
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    _copy_sources(dest)
-    (dest / ".dlci.yml").write_text(DLCI_YML)
-    (dest / "README.md").write_text(f"TVM Python sources ({want['package']} {want['version']}) for dlci's benchmark "
+    _copy_sources(dest, package)
+    (dest / ".dlci.yml").write_text(LAYOUT[package][1])
+    (dest / "README.md").write_text(f"{package} Python sources ({want['package']} {want['version']}) for dlci's benchmark "
                                     f"case {case['id']} ({case['url']}).\n")
     _git(dest, "init", "-q", "-b", "main")
     patch = (HERE / case["patch"]).read_text()

@@ -22,14 +22,15 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from build import HERE, build, installed_tvm, installed_version, load_cases  # noqa: E402
+from build import HERE, LAYOUT, build, installed_package, installed_tvm, installed_version, load_cases, package_of  # noqa: E402,E501
 
 VERSION = 1
 UPSTREAM = HERE / "upstream"
 CONFTEST = """\
+import importlib
 import os
-import tvm
-assert os.path.realpath(tvm.__file__).startswith(os.path.realpath(os.environ["DLCI_GT_CHECKOUT"])), tvm.__file__
+mod = importlib.import_module(os.environ["DLCI_GT_PACKAGE"])
+assert os.path.realpath(mod.__file__).startswith(os.path.realpath(os.environ["DLCI_GT_CHECKOUT"])), mod.__file__
 """
 
 
@@ -50,7 +51,7 @@ def cache_key(case: dict) -> str:
     h.update((HERE / case["patch"]).read_bytes())
     for f in test_files(case) + [UPSTREAM / "_torch_numeric.py", Path(__file__)]:
         h.update(f.name.encode() + f.read_bytes())
-    for dist in ("apache-tvm", "torch", "onnx", "onnxruntime", "numpy"):
+    for dist in ("apache-tvm", "onnxscript", "onnx-ir", "torch", "onnx", "onnxruntime", "numpy"):
         h.update(f"{dist}={installed_version(dist)}".encode())
     return h.hexdigest()[:20]
 
@@ -60,6 +61,8 @@ def _export(repo: Path, rev: str, dest: Path) -> None:
     archive = subprocess.run(["git", "-C", str(repo), "archive", rev], capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
     # a TVM checkout has include/ at its root (tvm.libinfo looks there when compiling host code): the installed one
+    if not (dest / "python" / "tvm").is_dir():
+        return
     inc = installed_tvm() / "include"
     if inc.is_dir() and not (dest / "include").exists():
         (dest / "include").symlink_to(inc)
@@ -72,9 +75,12 @@ def run_tests(case: dict, checkout: Path, stop_first: bool, timeout: float = 120
         for f in files + [UPSTREAM / "_torch_numeric.py"]:
             shutil.copy(f, tdir / f.name)
         (tdir / "conftest.py").write_text(CONFTEST)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout / "python"), str(tdir)]),
-               "TVM_LIBRARY_PATH": str(installed_tvm() / "lib"), "DLCI_GT_CHECKOUT": str(checkout),
-               "PYTHONDONTWRITEBYTECODE": "1"}
+        package = package_of(case)
+        src_root = checkout / Path(LAYOUT[package][0]).parent   # python/ for TVM, the root for onnxscript
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src_root), str(tdir)]),
+               "DLCI_GT_CHECKOUT": str(checkout), "DLCI_GT_PACKAGE": package, "PYTHONDONTWRITEBYTECODE": "1"}
+        if package == "tvm":
+            env["TVM_LIBRARY_PATH"] = str(installed_tvm() / "lib")
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "--rootdir",
                str(tdir), "-W", "ignore", *(["-x"] if stop_first else []), *[f.name for f in files]]
         t0 = time.time()
