@@ -173,15 +173,34 @@ def main():
     ap.add_argument("--timeout", type=float, default=1800, help="kill a scan after this many seconds")
     ap.add_argument("--refresh-groundtruth", action="store_true")
     ap.add_argument("--no-scan", action="store_true", help="build and check ground truth only")
+    ap.add_argument("--resume", type=Path, default=None,
+                    help="a previous run's --json file or printed JSON lines: its cases are not run again and count "
+                         "in the summary (same dlci and stack assumed)")
     args = ap.parse_args()
     doc = load_cases()
-    wanted = set(args.cases.split(",")) if args.cases else None
+    wanted = args.cases.split(",") if args.cases else None
+    cases = doc["cases"]
+    if wanted:   # in the order given
+        by_id = {c["id"]: c for c in cases}
+        unknown = [w for w in wanted if w not in by_id]
+        if unknown:
+            raise SystemExit(f"unknown case(s): {', '.join(unknown)}")
+        cases = [by_id[w] for w in wanted]
+    previous = {}
+    if args.resume:
+        text = args.resume.read_text()
+        try:
+            rows_before = json.loads(text)["cases"]
+        except (ValueError, KeyError, TypeError):
+            rows_before = [json.loads(line) for line in text.splitlines() if line.startswith('{"case"')]
+        previous = {r["case"]: r for r in rows_before}
     work = args.work or Path(tempfile.mkdtemp(prefix="dlci-real-regressions-"))
     work.mkdir(parents=True, exist_ok=True)
     t_all = time.time()
     rows = []
-    for case in doc["cases"]:
-        if wanted and case["id"] not in wanted:
+    for case in cases:
+        if case["id"] in previous:
+            rows.append({**previous[case["id"]], "resumed": True})
             continue
         row = {"case": case["id"], "kind": case["kind"], "commit": case["commit"][:10], "url": case["url"],
                "operators": case["operators"]}
