@@ -120,10 +120,12 @@ def judge(case: dict, out: Path, run: dict) -> dict:
         instances_reaching=cov.get("instances_reaching"),
         statuses={s: sum(1 for r in rows if r.get("status") == s and not r.get("confirming"))
                   for s in sorted({r.get("status") for r in rows if r.get("status")})})
+    timed_out = run["exit"] == "timeout"
+    partial = " (scan killed at --timeout: partial results)" if timed_out else ""
     if case["kind"] == "refactor":
-        res["outcome"] = "false_alarm" if new else "clean"
-        res["reason"] = (f"{len(new)} finding(s) new in PR on a behaviour-preserving change" if new
-                         else "no finding new in PR")
+        res["outcome"] = "false_alarm" if new else "timeout" if timed_out else "clean"
+        res["reason"] = (f"{len(new)} finding(s) new in PR on a behaviour-preserving change{partial}" if new
+                         else f"no finding new in PR{partial}")
         return res
     if new_on_op:
         res["outcome"] = "caught"
@@ -138,7 +140,9 @@ def judge(case: dict, out: Path, run: dict) -> dict:
     changed, reached = cov.get("changed_statements"), cov.get("reached_statements")
     cov_note = (f"{reached}/{changed} changed statements reached" if changed else
                 "no changed statement on head to trace (the change only deletes lines)" if cov else "no coverage")
-    if run["exit"] not in (0, 1):
+    if timed_out:
+        res["reason"] = f"scan did not finish within --timeout ({res['tests_run']} tests run)"
+    elif run["exit"] not in (0, 1):
         res["reason"] = f"scan failed (exit {run['exit']}): {run['stderr_tail'].strip().splitlines()[-1:] or ''}"
     elif not res["mapped"]:
         res["reason"] = (f"operator not mapped by the profile (touched: {', '.join(sorted(touched)) or 'none'}; "
@@ -228,7 +232,8 @@ def main():
         print(json.dumps(row), flush=True)
 
     reg = [r for r in rows if r["kind"] == "regression" and r.get("outcome") in ("caught", "missed", "error")]
-    ref = [r for r in rows if r["kind"] == "refactor" and r.get("outcome") in ("clean", "false_alarm", "error")]
+    ref = [r for r in rows if r["kind"] == "refactor" and r.get("outcome") in ("clean", "false_alarm", "error",
+                                                                                "timeout")]
     walls = [r["scan"]["wall_seconds"] for r in rows if "scan" in r]
     summary = {
         "benchmark": "real_regressions", "cpu_count": os.cpu_count(), "budget": args.budget or "dlci default",
