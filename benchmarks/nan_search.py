@@ -1,14 +1,19 @@
 """NaN/Inf search: dlci.nan's gradient-guided search (GRIST-style: the program's random inputs and weights pushed by
-back-propagation toward the invalid domain of one vulnerable operation at a time) side by side with the baseline,
-re-running the program with fresh random seeds, on every bundled program (dlci/nan/programs), with the same budget.
+back-propagation toward the invalid domain of one vulnerable operation at a time, with snap moves to exact collapses)
+side by side with the baseline, re-running the program with fresh random seeds, on every bundled program
+(dlci/nan/programs), with the same budget.
 
-    .venv/bin/python benchmarks/nan_search.py [--budget 30] [--seeds 3] [--programs a,b] [--rate-runs 200] [--quick]
+    .venv/bin/python benchmarks/nan_search.py [--budget 30] [--seeds 3] [--programs a,b] [--rate-runs 200]
+                                              [--ablation] [--quick]
 
 Per program and strategy: detections over the seeds, detections at the expected operation and line, and the median
 time to the first NaN/Inf, where a miss counts as the whole budget (so a speedup over a strategy that missed is a
 lower bound). Buggy programs give the detection rates and speedups; guarded twins give the false positives (any
-NaN/Inf reported on them is one). --rate-runs N also runs each program N times unmodified (seeds 0..N-1) and reports
-how often it goes NaN/Inf on its own, the chance the baseline has per run.
+NaN/Inf reported on them is one). Totals are given for all programs and for two groups: the exact-collapse family
+(COLLAPSE: a variance, a norm or a distance exactly 0, a cosine exactly 1; added with the snap moves) and the others.
+--ablation also runs the gradient search without snap moves (strategy "nosnap"). --rate-runs N also runs each
+program N times unmodified (seeds 0..N-1) and reports how often it goes NaN/Inf on its own, the chance the baseline
+has per run.
 """
 from __future__ import annotations
 
@@ -28,8 +33,13 @@ sys.path.insert(0, str(ROOT))
 
 from dlci.nan.programs import PROGRAMS, Program, get, op_matches  # noqa: E402
 
-STRATEGIES = ("gradient", "random")
-QUICK = ["torch_xent", "torch_arcface", "torch_embed_norm", "tf_churn", "torch_xent_guarded", "tf_xent_guarded"]
+STRATEGIES = ["gradient", "random"]  # "nosnap" joins with --ablation
+QUICK = ["torch_xent", "torch_arcface", "torch_embed_norm", "tf_churn", "torch_batch_std", "tf_batch_whiten",
+         "torch_xent_guarded", "tf_xent_guarded", "torch_batch_std_guarded"]
+# the exact-collapse family (and its guarded twins), added with the snap moves
+COLLAPSE = {"torch_batch_std", "torch_direction", "torch_gram_std", "torch_unit_head", "tf_siamese", "tf_batch_whiten",
+            "tf_angular", "tf_layer_std", "tf_gram_corr", "tf_unit_proj"}
+COLLAPSE |= {f"{n}_guarded" for n in COLLAPSE}
 
 
 def set_threads(n: int) -> None:
@@ -75,7 +85,8 @@ def one_search(prog: Program, strategy: str, budget: float, seed: int, minimize:
     gc.collect()
     t0 = time.perf_counter()
     try:
-        res = search(load_program(prog.spec), strategy=strategy, budget=budget, seed=seed, minimize_seconds=minimize)
+        res = search(load_program(prog.spec), strategy="random" if strategy == "random" else "gradient",
+                     budget=budget, seed=seed, minimize_seconds=minimize, snaps=strategy != "nosnap")
     except Exception as e:  # noqa: BLE001 - one failing search must not sink the table
         return {"strategy": strategy, "seed": seed, "error": f"{type(e).__name__}: {e}",
                 "traceback": traceback.format_exc()[-2000:], "found": False, "correct": False,
@@ -89,7 +100,8 @@ def one_search(prog: Program, strategy: str, budget: float, seed: int, minimize:
             "line": res.line if found else None, "code": (res.code or "").strip() if found else None,
             "seconds_to_first": None if first is None else round(first, 3),
             "time": round(min(first, budget), 3) if first is not None else budget,  # a miss counts as the budget
-            "runs": res.runs, "iterations": res.iterations, "wall_s": round(time.perf_counter() - t0, 2)}
+            "runs": res.runs, "iterations": res.iterations, "rounds": res.rounds,
+            "searched_s": round(res.seconds, 2), "wall_s": round(time.perf_counter() - t0, 2)}
 
 
 def median(xs):
@@ -98,14 +110,18 @@ def median(xs):
 
 def summarise(prog: Program, rows: list[dict], budget: float) -> dict:
     out = {"program": prog.name, "framework": prog.framework, "buggy": prog.buggy,
+           "group": "collapse" if prog.name in COLLAPSE else "other",
            "expected": f"{prog.expected_op} @ line {prog.expected_line}" if prog.buggy else None}
-    for strategy in STRATEGIES:
+    for strategy in {r["strategy"] for r in rows}:
         mine = [r for r in rows if r["strategy"] == strategy]
         times = [r["time"] for r in mine]
         out[strategy] = {"seeds": len(mine), "found": sum(r["found"] for r in mine),
                          "correct": sum(r["correct"] for r in mine), "errors": sum("error" in r for r in mine),
                          "median_time_s": median(times),
                          "median_runs": median([r["runs"] for r in mine if "runs" in r]),
+                         # a search that finds nothing must have used its budget (none stops early)
+                         "min_searched_s_when_missed": min([r["searched_s"] for r in mine
+                                                            if not r["found"] and "searched_s" in r], default=None),
                          "reported": sorted({f"{r['op']} @ {r['line']}" for r in mine if r["found"]})}
     if prog.buggy:
         g, r = out["gradient"]["median_time_s"], out["random"]["median_time_s"]
@@ -120,16 +136,22 @@ def totals(summaries: list[dict], budget: float) -> dict:
     buggy = [s for s in summaries if s["buggy"]]
     guarded = [s for s in summaries if not s["buggy"]]
     tot = {"budget_s": budget, "buggy_programs": len(buggy), "guarded_programs": len(guarded)}
-    for strategy in STRATEGIES:
+    for strategy in [x for x in STRATEGIES if all(x in s for s in buggy)]:
         n = sum(s[strategy]["seeds"] for s in buggy)
         tot[strategy] = {
             "detection_rate": round(sum(s[strategy]["found"] for s in buggy) / n, 3) if n else None,
             "correct_op_line_rate": round(sum(s[strategy]["correct"] for s in buggy) / n, 3) if n else None,
             "programs_detected_every_seed": sum(s[strategy]["found"] == s[strategy]["seeds"] for s in buggy),
             "sum_median_time_s": round(sum(s[strategy]["median_time_s"] for s in buggy), 2),
-            "false_positives": sum(s[strategy]["found"] for s in guarded),
-            "guarded_searches": sum(s[strategy]["seeds"] for s in guarded),
-            "errors": sum(s[strategy]["errors"] for s in summaries)}
+            # over the searches that found it: the time to the first NaN/Inf of the reported finding
+            "median_time_to_first_s": median([r["seconds_to_first"] for s in buggy for r in s["searches"]
+                                              if r["strategy"] == strategy and r.get("seconds_to_first") is not None]),
+            "min_searched_s_when_missed": min([x for s in summaries if strategy in s
+                                               for x in [s[strategy]["min_searched_s_when_missed"]] if x is not None],
+                                              default=None),
+            "false_positives": sum(s[strategy]["found"] for s in guarded if strategy in s),
+            "guarded_searches": sum(s[strategy]["seeds"] for s in guarded if strategy in s),
+            "errors": sum(s[strategy]["errors"] for s in summaries if strategy in s)}
     speedups = [s["speedup"] for s in buggy if s.get("speedup")]
     if speedups:
         tot["speedup_geomean"] = round(math.exp(sum(math.log(x) for x in speedups) / len(speedups)), 1)
@@ -143,6 +165,9 @@ def totals(summaries: list[dict], budget: float) -> dict:
 def table(summaries: list[dict], budget: float) -> str:
     head = (f"{'program':26s} {'fw':5s} {'grad found':>10s} {'correct':>7s} {'median s':>8s}   "
             f"{'rand found':>10s} {'correct':>7s} {'median s':>8s}  {'speedup':>8s}  {'NaN/run':>7s}")
+    ablation = any("nosnap" in s for s in summaries)
+    if ablation:
+        head += f"   {'no-snap found':>13s} {'median s':>8s}"
     lines = [head, "-" * len(head)]
     for s in summaries:
         g, r = s["gradient"], s["random"]
@@ -152,9 +177,13 @@ def table(summaries: list[dict], budget: float) -> str:
         else:
             sp = "(guarded)"
         rate = s.get("plain", {}).get("rate")
-        lines.append(f"{s['program']:26s} {fw:5s} {g['found']:>4d}/{g['seeds']:<5d} {g['correct']:>7d} "
-                     f"{g['median_time_s']:>8.2f}   {r['found']:>4d}/{r['seeds']:<5d} {r['correct']:>7d} "
-                     f"{r['median_time_s']:>8.2f}  {sp:>8s}  {'' if rate is None else f'{rate:.1%}':>7s}")
+        line = (f"{s['program']:26s} {fw:5s} {g['found']:>4d}/{g['seeds']:<5d} {g['correct']:>7d} "
+                f"{g['median_time_s']:>8.2f}   {r['found']:>4d}/{r['seeds']:<5d} {r['correct']:>7d} "
+                f"{r['median_time_s']:>8.2f}  {sp:>8s}  {'' if rate is None else f'{rate:.1%}':>7s}")
+        if ablation and "nosnap" in s:
+            n = s["nosnap"]
+            line += f"   {n['found']:>7d}/{n['seeds']:<5d} {n['median_time_s']:>8.2f}"
+        lines.append(line)
     lines.append(f"(median time to the first NaN/Inf over the seeds; a miss counts as the budget, {budget:g} s; "
                  "'>=' where random missed; on guarded programs every find is a false positive)")
     return "\n".join(lines)
@@ -170,13 +199,17 @@ def main():
     ap.add_argument("--minimize-seconds", type=float, default=0.0,
                     help="time each finding's values may be minimised after the find (not part of the time to it)")
     ap.add_argument("--threads", type=int, default=1, help="torch and TF threads (both strategies alike)")
-    ap.add_argument("--quick", action="store_true", help="smoke run: 6 programs, one seed, 5 s budget")
+    ap.add_argument("--ablation", action="store_true",
+                    help="also run the gradient search without snap moves (strategy nosnap)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 9 programs, one seed, 5 s budget")
     ap.add_argument("--json", type=Path, help="also write the JSON report here")
     args = ap.parse_args()
     if args.quick:
         args.budget, args.seeds = min(args.budget, 5.0), 1
         args.programs = args.programs or ",".join(QUICK)
     progs = [get(n.strip()) for n in args.programs.split(",")] if args.programs else list(PROGRAMS)
+    if args.ablation:
+        STRATEGIES.append("nosnap")
     set_threads(args.threads)
 
     summaries, t_start = [], time.perf_counter()
@@ -185,6 +218,8 @@ def main():
         rows = []
         for seed in range(args.seeds):
             for strategy in STRATEGIES:  # alternated, so both see the same machine load
+                if strategy == "nosnap" and not prog.buggy:
+                    continue  # the ablation is about detections; guarded programs get the full search
                 row = one_search(prog, strategy, args.budget, seed, args.minimize_seconds)
                 rows.append(row)
                 print(f"  {prog.name} seed {seed} {strategy:8s} found={row['found']!s:5s} "
@@ -196,11 +231,13 @@ def main():
         s["searches"] = rows
         summaries.append(s)
 
+    groups = {g: totals([s for s in summaries if s["group"] == g], args.budget) for g in ("collapse", "other")
+              if any(s["group"] == g for s in summaries)}
     report = {"budget_s": args.budget, "seeds": args.seeds, "threads": args.threads,
               "wall_s": round(time.perf_counter() - t_start, 1), "totals": totals(summaries, args.budget),
-              "programs": summaries}
+              "totals_by_group": groups, "programs": summaries}
     print(table(summaries, args.budget))
-    print(json.dumps(report["totals"], indent=2))
+    print(json.dumps({"all": report["totals"], **groups}, indent=2))
     text = json.dumps(report, indent=2)
     if args.json:
         args.json.write_text(text)

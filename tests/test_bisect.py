@@ -23,6 +23,8 @@ from dlci.bisect.search import FIXED, BisectInputError
 from dlci.commands import bisect as command
 from dlci.config import Config
 from dlci.errors import UsageError
+from dlci.findings import Finding
+from dlci.report.document import Report
 
 DEMO = "dlci-bisect-demo"
 CORE = "dlci-bisect-demo-core"
@@ -284,7 +286,7 @@ def test_bisect_bad_input(index, base_python, cache, tmp_path, capsys):
         (["--package", DEMO, "--good", "1.3", "--bad", "1.3"], "empty range"),
         (["--package", DEMO, "--bad", "1.1"], "does not fail on --bad 1.1"),
         (["--package", DEMO, "--good", "1.2", "--bad", "1.3"], "--good 1.2 cannot be tested"),
-        (["--from", str(tmp_path), "--id", "F001"], "no readable dlci findings.json"),
+        (["--from", str(tmp_path), "--id", "F001"], "cannot read .*findings.json"),
         (["--package", DEMO, "--budget", "0"], "must be positive"),
     ]
     for extra, message in bad_inputs:
@@ -304,8 +306,10 @@ def test_bisect_from_finding(index, base_python, cache, tmp_path, capsys):
     out_dir = tmp_path / "out"
     (out_dir / "repro").mkdir(parents=True)
     (out_dir / "repro" / "F001_demo.py").write_text("import sys\n" + REPRO)
-    doc = {"version": 1, "findings": [{"id": "F001", "target": "demo.target", "repro": "repro/F001_demo.py"}]}
-    (out_dir / "findings.json").write_text(json.dumps(doc))
+    finding = Finding(id="F001", oracle="crash", operator="demo", target="demo.target", target_version="1.3",
+                      symptom="RuntimeError", stage="run", signature="demo.target|run|demo|RuntimeError", message="",
+                      instance_id="", origin={}, repro="repro/F001_demo.py")
+    Report(findings=[finding], stats={"tests_run": 1, "tests_valid": 1, "seconds": 1.0, "per_target": {}}).write(out_dir)
     with pytest.raises(UsageError, match="--package is needed"):
         _run_cli(["--from", str(out_dir), "--id", "F001"], capsys)
     with pytest.raises(UsageError, match="no such finding"):

@@ -7,13 +7,12 @@ finds" is a property of the programs (a softmax probability only underflows for 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from argparse import Namespace
 from pathlib import Path
 
 import numpy as np
 import pytest
+from nan_helpers import bug_line, one_torch_thread, run_without_dlci, write_program
 
 TORCH_PROGRAMS = '''
 import torch
@@ -67,28 +66,15 @@ def churn():
 '''
 
 
-def _bug_line(path: Path, function: str) -> int:
-    lines = path.read_text().splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.startswith(f"def {function}("))
-    return next(i for i in range(start, len(lines)) if lines[i].rstrip().endswith("# BUG")) + 1
-
-
 @pytest.fixture(scope="module")
 def torch_file(tmp_path_factory):
-    import torch
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny programs on a shared machine: threads only add contention
-    p = tmp_path_factory.mktemp("nanprog") / "models.py"
-    p.write_text(TORCH_PROGRAMS)
-    yield p
-    torch.set_num_threads(threads)
+    with one_torch_thread():
+        yield write_program(tmp_path_factory, "nanprog", "models.py", TORCH_PROGRAMS)
 
 
 @pytest.fixture(scope="module")
 def tf_file(tmp_path_factory) -> Path:
-    p = tmp_path_factory.mktemp("nanprog_tf") / "tf_models.py"
-    p.write_text(TF_PROGRAM)
-    return p
+    return write_program(tmp_path_factory, "nanprog_tf", "tf_models.py", TF_PROGRAM)
 
 
 # -- the table ----------------------------------------------------------------------------------------------
@@ -136,7 +122,7 @@ def test_gradient_search_finds_softmax_underflow_and_random_misses_it(torch_file
     spec = f"{torch_file}:buggy"
     res = search(spec, strategy="gradient", budget=20, seed=0)
     assert res.found and res.kind == "inf" and res.op == "torch.log" and res.phase == "forward"
-    assert res.file == str(torch_file) and res.line == _bug_line(torch_file, "buggy")
+    assert res.file == str(torch_file) and res.line == bug_line(torch_file, "buggy")
     assert "torch.log(torch.softmax(z, 1))" in res.code
     assert res.seconds_to_first is not None and res.seconds_to_first < 15
     assert res.externals and all(isinstance(v, np.ndarray) for v in res.externals.values())
@@ -162,7 +148,7 @@ def test_gradient_search_finds_division_by_zero_std(torch_file):
     from dlci.nan import search
     originals = (torch.manual_seed, torch.random.manual_seed, np.random.seed, torch.inference_mode)
     res = search(f"{torch_file}:stdnorm", strategy="gradient", budget=20, seed=0)
-    assert res.found and res.kind == "nan" and res.line == _bug_line(torch_file, "stdnorm")
+    assert res.found and res.kind == "nan" and res.line == bug_line(torch_file, "stdnorm")
     assert res.op in ("torch.Tensor.div", "torch.Tensor.__truediv__")
     # values from rand stay in [0, 1): the failure-inducing draw is a legal one
     rand = [v for k, v in res.externals.items() if "torch.rand@" in k]
@@ -178,7 +164,7 @@ def test_tensorflow_search_finds_log_of_saturated_sigmoid(tf_file):
     originals = (tf.math.log, tf.exp, tf.random.normal, tf.Tensor.__truediv__)
     res = search(f"{tf_file}:churn", strategy="gradient", budget=30, seed=0)
     assert res.found and res.op == "tf.math.log" and res.kind == "inf"
-    assert res.line == _bug_line(tf_file, "churn")
+    assert res.line == bug_line(tf_file, "churn")
     # the wrappers are taken off after every run
     assert (tf.math.log, tf.exp, tf.random.normal, tf.Tensor.__truediv__) == originals
 
@@ -199,7 +185,7 @@ def test_command_writes_confirmed_findings_with_standalone_reproducers(torch_fil
     doc = json.loads((out / "findings.json").read_text())
     assert doc["version"] == 1 and len(doc["findings"]) == 1
     f = doc["findings"][0]
-    line = _bug_line(prog, "buggy")
+    line = bug_line(prog, "buggy")
     assert f["oracle"] == "nan" and f["operator"] == "torch.log" and f["symptom"] == "Inf in torch.log"
     assert f["target"].startswith("torch ") and f["target"].endswith(" eager") and f["new_in_pr"] is None
     assert f["line"] == line and f["signature"].endswith(f"|torch.log|{f['file']}:{line}")
@@ -217,23 +203,6 @@ def test_command_writes_confirmed_findings_with_standalone_reproducers(torch_fil
     p = run_without_dlci(script)
     assert p.returncode == 0 and "not reproduced" in p.stdout, p.stdout + p.stderr
 
-
-# runs a script as __main__ with every dlci import refused (the package is installed in this environment)
-_NO_DLCI = """
-import importlib.abc, runpy, sys
-class NoDlci(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name == "dlci" or name.startswith("dlci."):
-            raise ImportError("dlci is not importable in a reproducer")
-sys.meta_path.insert(0, NoDlci())
-sys.argv = sys.argv[1:]
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
-
-
-def run_without_dlci(script: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", _NO_DLCI, str(script)], capture_output=True, text=True, timeout=300,
-                          cwd=str(script.parent))
 
 
 def test_reproducer_helpers_are_self_contained():

@@ -18,9 +18,12 @@ from dlci.profiles import PROFILES, registry
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "profiles"
 SITE = Path(__import__("torch").__file__).resolve().parents[1]
 
+# the targets that declare they run PyTorch's eager kernels / decompositions, and OpenVINO's FX frontend
 TORCH_TARGETS = {"tvm.from_exported_program", "tvm.from_fx", "tvm.from_onnx", "openvino.pytorch",
-                 "openvino.exported_program", "openvino.onnx", "torch.compile", "torch.onnx"}
-DECOMP_TARGETS = {"torch.compile", "torch.onnx", "tvm.from_exported_program", "openvino.exported_program"}
+                 "openvino.exported_program", "openvino.onnx", "openvino.torch_compile", "torch.compile", "torch.onnx"}
+DECOMP_TARGETS = {"torch.compile", "torch.onnx", "tvm.from_exported_program", "openvino.exported_program",
+                  "openvino.torch_compile"}
+OV_FX = ("openvino.exported_program", "openvino.torch_compile")
 
 registry()
 
@@ -125,7 +128,7 @@ def test_openvino_translator_body_selects_every_table_entry_naming_it(tmp_path):
     r = analyse(d, "openvino")
     assert selected(r) == {("aten::elu", "aten", ("openvino.pytorch",)),
                            ("aten::elu_", "aten", ("openvino.pytorch",)),
-                           ("aten.elu.default", "aten", ("openvino.exported_program",))}
+                           ("aten.elu.default", "aten", OV_FX)}
     assert where(r) == {(f"{OV_PT}/op/elu.cpp", ln)}
     assert {t.converter for t in r.touches} == {"translate_elu"}
     assert all(t.why == "translator translate_elu changed" and t.profile == "openvino" for t in r.touches)
@@ -164,7 +167,7 @@ def test_openvino_helper_in_an_op_file_selects_its_callers(tmp_path):
     assert selected(r) == {("aten::avg_pool1d", "aten", ("openvino.pytorch",)),
                            ("aten::avg_pool2d", "aten", ("openvino.pytorch",)),
                            ("aten::avg_pool3d", "aten", ("openvino.pytorch",)),
-                           ("aten.avg_pool2d.default", "aten", ("openvino.exported_program",))}
+                           ("aten.avg_pool2d.default", "aten", OV_FX)}
     assert where(r) == {(f"{OV_PT}/op/avg_poolnd.cpp", ln)}
     assert all(t.why.startswith("helper translate_avg_pool_base changed (reached from translate_avg_pool")
                for t in r.touches)
@@ -178,7 +181,7 @@ def test_openvino_utils_helper_selects_translators_that_call_it(tmp_path):
     r = analyse(d, "openvino")
     # translate_hardtanh calls it directly; the FX entry's translate_hardtanh_fx calls translate_hardtanh
     assert selected(r) == {("aten::hardtanh", "aten", ("openvino.pytorch",)),
-                           ("aten.hardtanh.default", "aten", ("openvino.exported_program",))}
+                           ("aten.hardtanh.default", "aten", OV_FX)}
     assert where(r) == {(f"{OV_PT}/utils.cpp", ln)}
     fx = next(t for t in r.touches if t.operator == "aten.hardtanh.default")
     assert fx.converter == "translate_hardtanh_fx" and "clamp_to_range" in fx.why
@@ -197,7 +200,7 @@ def test_openvino_deleted_translator_selects_its_entries_at_base(tmp_path):
     r = analyse(d, "openvino")
     # nothing for the rows next to the deleted ones (aten::threshold, aten.threshold.default)
     assert selected(r) == {("aten::softplus", "aten", ("openvino.pytorch",)),
-                           ("aten.softplus.default", "aten", ("openvino.exported_program",))}
+                           ("aten.softplus.default", "aten", OV_FX)}
     assert where(r) == {(f"{OV_PT}/op/softplus.cpp", fn_line), (f"{OV_PT}/op_table.cpp", ts_line),
                         (f"{OV_PT}/op_table.cpp", fx_line)}
     assert all("base line" in t.why for t in r.touches)

@@ -45,25 +45,25 @@ def _say(msg: str) -> None:
 
 def _from_finding(from_dir: str, finding_id: str) -> tuple[Path, str | None]:
     """(reproducer path, the package of the finding's target)."""
-    doc_path = Path(from_dir) / "findings.json"
-    try:
-        doc = json.loads(doc_path.read_text(encoding="utf-8"))
-        findings = doc["findings"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise UsageError(f"--from {from_dir}: no readable dlci findings.json ({e})") from None
-    f = next((x for x in findings if x.get("id") == finding_id), None)
+    from dlci.report.document import Report
+    findings = Report.read(from_dir).findings
+    f = next((x for x in findings if x.id == finding_id), None)
     if f is None:
-        raise UsageError(f"--id {finding_id}: no such finding in {doc_path} "
-                         f"(ids: {', '.join(x.get('id', '?') for x in findings) or 'none'})")
-    if not f.get("repro"):
+        raise UsageError(f"--id {finding_id}: no such finding in {Path(from_dir) / 'findings.json'} "
+                         f"(ids: {', '.join(x.id for x in findings) or 'none'})")
+    if not f.repro:
         raise UsageError(f"--id {finding_id}: the finding has no reproducer (it did not reproduce alone)")
-    return Path(from_dir) / f["repro"], _target_package(f.get("target", ""))
+    return Path(from_dir) / f.repro, _target_package(f.target)
 
 
 def _target_package(target: str) -> str | None:
-    from dlci.targets import TARGETS
-    t = TARGETS.get(target)
-    return getattr(t, "package", None) if t is not None else None
+    """The package of a target (an equivalence rule's library for rule.<name>)."""
+    from dlci.targets import registry
+    found = registry().get(target)
+    if found is None and target.startswith("rule."):
+        from dlci.rules import rule_targets
+        found = next(iter(rule_targets([target]).values()), None)
+    return found.package if found is not None else None
 
 
 def run(args) -> int:

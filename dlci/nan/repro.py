@@ -129,7 +129,8 @@ class Reproduce(TorchFunctionMode):
 
 
 def install():
-    install_seeding(RUN_SEED, setattr, torch.random.manual_seed, [(torch, "manual_seed"), (torch.random, "manual_seed")])
+    install_seeding(RUN_SEED, setattr, torch.random.manual_seed,
+                    [(torch, "manual_seed"), (torch.random, "manual_seed")])
     return True
 
 

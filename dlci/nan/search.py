@@ -13,11 +13,20 @@ the operand of a vulnerable operation toward its invalid values).
    - iterative ones (weights, which a training loop keeps changing) by gradient-sign steps ``-alpha*scale*sign(g)``;
    every value clipped to its generator's legal range (``rand`` stays in [0, 1), a ``uniform_(-b, b)`` weight in
    [-b, b], normal draws within ``NORMAL_SIGMAS`` standard deviations); a proposal is kept when ``d`` decreased;
-3. after ``patience`` failed proposals, batch replacement: the ``switch_rate`` share of externals with the lowest
+3. snap rounds (:mod:`dlci.nan.snap`) where the continuous steps stall near a boundary they can only approach (a
+   variance, a norm, a squared distance at 0; a cosine at 1): the externals that feed the driven element jump to
+   the exact values where it collapses (a weight column at 0, rows of a batch equal, two inputs equal, vectors at
+   a basis direction), and the move that brings ``d`` lowest is kept. A NaN/Inf that a move produces is held for a
+   while if sites ranked before its own are still searched (a jump may break another operation first; a failure
+   found meanwhile at a site ranked earlier wins);
+4. after ``patience`` failed proposals, batch replacement: the ``switch_rate`` share of externals with the lowest
    importance (|gradient| x scale) is redrawn from a fresh seed while the rest keep their values; after
-   ``max_replacements`` of those, a full restart from a fresh seed;
-4. termination: the first NaN/Inf event (any intercepted operation, not only the target), the budget, or every
-   call site exhausted (its distance reached the boundary without an event, or ``max_restarts`` restarts).
+   ``max_replacements`` of those, a full restart from a fresh seed; a site is exhausted when its distance reached
+   the boundary without an event, or after ``max_restarts`` restarts;
+5. once every site is exhausted, a new round: a fresh survey (which may reach sites the earlier draws did not) and
+   every site re-armed with fresh draws; the search ends at the first NaN/Inf event (any intercepted operation, not
+   only the target) or at the budget, which bounds the whole search in wall-clock time (minimisation included;
+   a program run in progress is not interrupted).
 
 ``strategy="random"``: the same interception and budget, the original program re-run with fresh seeds.
 
@@ -58,6 +67,7 @@ class SearchResult:
     runs: int = 0
     runs_failed: int = 0  # program executions that raised (a proposal the program rejects)
     iterations: int = 0
+    rounds: int = 0  # fresh rounds after every site was exhausted
     run_seed: int | None = None
     externals: dict[str, np.ndarray] = field(default_factory=dict)  # the failure-inducing values that matter
     substitutions: dict[int, np.ndarray] = field(default_factory=dict)  # draw index -> value (for reproducers)
@@ -73,7 +83,7 @@ class SearchResult:
             "kind": self.kind, "op": self.op, "entry": self.entry, "phase": self.phase, "file": self.file,
             "line": self.line, "code": self.code, "seconds_to_first": self.seconds_to_first,
             "seconds": round(self.seconds, 3), "runs": self.runs, "runs_failed": self.runs_failed,
-            "iterations": self.iterations,
+            "iterations": self.iterations, "rounds": self.rounds,
             "run_seed": self.run_seed,
             "externals": {k: {"shape": list(v.shape), "dtype": str(v.dtype),
                               "values": v.tolist() if v.size <= 16 else None,
@@ -106,8 +116,20 @@ class _Cand:
     stall: int = 0
     replacements: int = 0
     restarts: int = 0
+    snap_kind: str | None = None  # which snap moves fit the site's boundary (dlci.nan.snap.family); None: no snaps
+    snap_d: float | None = None  # the distance at the last snap round, or at the state's first record
+    slow: int = 0  # accepted steps in a row that did not cut the distance tenfold
+    rounds_here: int = 0  # snap rounds from this state (since the last redraw)
+    snapped: int = 0  # snap rounds in all
+    barren: float = float("inf")  # the lowest distance a snap round found nothing from (a guard's floor, say)
     done: bool = False
     why_done: str = ""
+
+    def rearm(self, run_seed: int) -> None:
+        """A fresh start from new draws (a new round once every site was exhausted)."""
+        self.run_seed, self.subst, self.rec, self.focus = run_seed, {}, None, None
+        self.factor, self.alpha, self.mode, self.stall, self.slow, self.rounds_here = 2.0, 0.1, 0, 0, 0, 0
+        self.replacements, self.restarts, self.snap_d, self.done, self.why_done = 0, 0, None, False, ""
 
 
 class _Found(Exception):
@@ -118,7 +140,8 @@ class _Found(Exception):
 class Searcher:
     def __init__(self, program: Program, *, budget: float, seed: int, slice_iters: int = 12, patience: int = 6,
                  switch_rate: float = 0.5, max_replacements: int = 2, max_restarts: int = 6,
-                 minimize_seconds: float | None = None, log=None):
+                 minimize_seconds: float | None = None, snaps: bool = True, snap_ratio: float = 0.1,
+                 log=None):
         self.program = program
         self.framework = program.framework()
         self.engine = engine_for(self.framework)
@@ -126,6 +149,16 @@ class Searcher:
         self.budget, self.seed = float(budget), int(seed)
         self.slice_iters, self.patience, self.switch_rate = slice_iters, patience, switch_rate
         self.max_replacements, self.max_restarts = max_replacements, max_restarts
+        # snap rounds (dlci.nan.snap) where continuous steps stall near a boundary; one round spends at most
+        # snap_share of the budget
+        self.snaps, self.snap_ratio, self.snap_share, self.hold_share = snaps, snap_ratio, 0.15, 0.2
+        # a NaN/Inf that a snap move produced, held while sites ranked before its own still deserve their turn:
+        # (record, config, rank of its site, since when)
+        self.held: tuple[RunRecord, RunConfig, int, float] | None = None
+        self.order: list[tuple] = []  # the sites in the order they are worked on (closest first)
+        self.rounds = 0  # fresh rounds after every site was exhausted
+        self.sites_seen = 0
+        self.cands: dict[tuple, _Cand] = {}
         self.minimize_seconds = minimize_seconds if minimize_seconds is not None else min(20.0, max(3.0, budget / 2))
         self.log = log or (lambda msg: None)
         self.runs = 0
@@ -133,7 +166,7 @@ class Searcher:
         self.runs_failed = 0
         self.iterations = 0
         self.t0 = time.monotonic()
-        self.first_at: float | None = None
+        self.first_seen: dict[tuple, float] = {}  # event key -> seconds into the search when a run first met it
         self._seeds = np.random.default_rng([self.seed, 0x6e616e])
 
     # -- plumbing ---------------------------------------------------------------------------------------
@@ -142,8 +175,8 @@ class Searcher:
         rec = self.engine.run(self.program, cfg, self.table)
         if rec.error:
             self.runs_failed += 1
-        if rec.event is not None and self.first_at is None:
-            self.first_at = time.monotonic() - self.t0
+        if rec.event is not None:
+            self.first_seen.setdefault(rec.event.key(), time.monotonic() - self.t0)
         return rec
 
     def fresh_seed(self) -> int:
@@ -176,18 +209,21 @@ class Searcher:
                 self._random()
             else:
                 self._gradient(rec0)
-            res.note = res.note or "no NaN/Inf within the budget"
+                self._release()
+            if strategy == "gradient" and not self.sites_seen:
+                res.note = f"no vulnerable operation was reached in {self.runs} program runs"
+            else:
+                res.note = res.note or "no NaN/Inf within the budget"
         except _Found as f:
             self._finish(res, f.rec, f.cfg)
         res.runs, res.runs_failed, res.iterations = self.runs, self.runs_failed, self.iterations
+        res.rounds = self.rounds
         res.seconds = time.monotonic() - self.t0
         return res
 
     # -- random baseline ------------------------------------------------------------------------------------
     def _random(self) -> None:
-        i = 0
         while self.left() > 0:
-            i += 1
             cfg = RunConfig(run_seed=self.fresh_seed())
             rec = self.exec(cfg)
             self.iterations += 1
@@ -202,36 +238,93 @@ class Searcher:
         return sorted(sites.values(), key=rank)
 
     def _gradient(self, rec0: RunRecord) -> None:
-        sites = self._order(rec0.sites)
-        if not sites:
-            raise _NoCandidates()
-        cands = [_Cand(key=s.key(), run_seed=self.seed) for s in sites]
+        cands: dict[tuple, _Cand] = {}
+        self.cands = cands
+        self._add_sites(cands, rec0, self.seed)
         while self.left() > 0:
-            active = [c for c in cands if not c.done]
+            active = [c for c in cands.values() if not c.done]
             if not active:
-                return
+                self._new_round(cands)
+                continue
             for c in active:
+                self._maybe_release()
                 self._work(c)
                 if self.left() <= 0:
                     return
 
-    def _cfg(self, c: _Cand, subst=None) -> RunConfig:
-        return RunConfig(run_seed=c.run_seed, subst=c.subst if subst is None else subst, target=c.key,
-                         differentiable=True, focus=c.focus, draw_grads=self.draw_grads)
+    def _add_sites(self, cands: dict, rec: RunRecord, run_seed: int) -> None:
+        from dlci.nan.snap import family
+        for s in self._order(rec.sites):
+            if s.key() not in cands:
+                kind = family(self.table.by_name(s.entry) or {}) if self.snaps else None
+                cands[s.key()] = _Cand(key=s.key(), run_seed=run_seed, snap_kind=kind)
+        self.sites_seen = len(cands)
+        self.order = list(cands)
 
-    def _evaluate(self, c: _Cand, subst: dict) -> RunRecord:
-        cfg = self._cfg(c, subst)
+    def _new_round(self, cands: dict) -> None:
+        """Every site exhausted (or none reached yet): start over from fresh draws, until the budget ends. The new
+        survey may reach sites that the earlier draws did not (a branch, a shape that depends on the data)."""
+        self._release()
+        self.rounds += 1
+        seed = self.fresh_seed()
+        cfg = RunConfig(run_seed=seed, survey=True)
+        rec = self.exec(cfg)
+        self.iterations += 1
+        if rec.event is not None and self._confirmed(cfg, rec.event):
+            raise _Found(rec, cfg)
+        self._add_sites(cands, rec, seed)
+        for c in cands.values():
+            if c.done:
+                c.rearm(self.fresh_seed())
+        self.log(f"round {self.rounds}: {len(cands)} site(s) re-armed from fresh draws")
+
+    def _cfg(self, c: _Cand, subst=None, focus=-1) -> RunConfig:
+        return RunConfig(run_seed=c.run_seed, subst=c.subst if subst is None else subst, target=c.key,
+                         differentiable=True, focus=c.focus if focus == -1 else focus, draw_grads=self.draw_grads)
+
+    def _evaluate(self, c: _Cand, subst: dict, focus=-1, snap: bool = False) -> RunRecord:
+        """One differentiable run toward ``c``'s site; a confirmed NaN/Inf ends the search, unless a snap move
+        (``snap``) produced it: then it is held (:meth:`_hold`)."""
+        cfg = self._cfg(c, subst, focus)
         rec = self.exec(cfg)
         self.iterations += 1
         if rec.error and not subst and self.draw_grads:
             # the program as drawn fails only with differentiable draws (x.numpy(), x.requires_grad_() on a
             # non-leaf...): go on with gradients for the weights alone
             self.draw_grads = False
-            cfg = self._cfg(c, subst)
+            cfg = self._cfg(c, subst, focus)
             rec = self.exec(cfg)
         if rec.event is not None and self._confirmed(cfg, rec.event):
-            raise _Found(rec, cfg)
+            if not snap:
+                raise _Found(rec, cfg)
+            self._hold(c, rec, cfg)
         return rec
+
+    def _hold(self, c: _Cand, rec: RunRecord, cfg: RunConfig) -> None:
+        """A snap move's NaN/Inf. Snaps are jumps: the failure they find first need not be the one the program meets
+        (a zero vector breaks a division by its norm before the cosine it feeds reaches 1), so it waits while a site
+        ranked before its own (closer to its boundary) is still searched, for ``hold_share`` of the budget at most;
+        one at another site than the move's target waits for all sites. A failure found meanwhile is reported
+        instead (a held one from a site ranked earlier replaces it). Released at a new round or the budget's end."""
+        on_target = (rec.event.file, rec.event.line) == c.key[1:]
+        pos = self.order.index(c.key) if on_target else len(self.order)
+        if self.held is not None and self.held[2] <= pos:
+            return  # the one held already belongs to a site ranked no later
+        self.log(f"held: {rec.event.op}@{rec.event.line} from a snap toward {c.key[0]}@{c.key[2]}")
+        self.held = (rec, cfg, pos, time.monotonic())
+
+    def _maybe_release(self) -> None:
+        if self.held is None:
+            return
+        rec, cfg, pos, since = self.held
+        waiting = [k for k in self.order[:pos] if not self.cands[k].done]
+        if not waiting or time.monotonic() - since > self.hold_share * self.budget:
+            raise _Found(rec, cfg)
+
+    def _release(self) -> None:
+        """A held NaN/Inf is the finding once the search has nothing better (a new round, or the budget's end)."""
+        if self.held is not None:
+            raise _Found(*self.held[:2])
 
     def _work(self, c: _Cand) -> None:
         for _ in range(self.slice_iters):
@@ -242,7 +335,7 @@ class Searcher:
                 if rec.target_d is None or rec.error:
                     c.stall = self.patience  # the site is not reached (or the program fails) this way: redraw
                 else:
-                    c.rec, c.focus = rec, rec.focus
+                    c.rec, c.focus, c.snap_d = rec, rec.focus, rec.target_d
                     if rec.target_d <= 0:
                         self._exhaust(c, "the operand reached its boundary without a NaN/Inf")
                         return
@@ -253,10 +346,9 @@ class Searcher:
                 else:
                     rec = self._evaluate(c, proposal)
                     if rec.target_d is not None and not rec.error and rec.target_d < c.rec.target_d:
-                        c.subst, c.rec, c.stall = proposal, rec, 0
+                        self._accept(c, proposal, rec, f"step (mode {c.mode})")
                         c.factor, c.alpha = min(c.factor * 2.0, 1e6), min(c.alpha * 1.5, 1.0)
-                        if rec.target_d <= 0:
-                            self._exhaust(c, "the operand reached its boundary without a NaN/Inf")
+                        if c.done:
                             return
                     else:
                         # the two groups can pull against each other: the next proposals move one group at a time
@@ -264,8 +356,68 @@ class Searcher:
                         if c.mode == 0:
                             c.factor, c.alpha = max(c.factor / 4.0, 1e-3), max(c.alpha / 2.0, 1e-4)
                         c.stall += 1
+            if self._snap_due(c):
+                self._snap(c)
+                if c.done:
+                    return
             if c.stall >= self.patience:
                 self._replace(c)
+
+    def _accept(self, c: _Cand, subst: dict, rec: RunRecord, how: str) -> None:
+        self.log(f"{c.key[0]}@{c.key[2]} d {c.rec.target_d:.3e} -> {rec.target_d:.3e} by {how}")
+        c.slow = c.slow + 1 if rec.target_d > self.snap_ratio * c.rec.target_d else 0
+        c.subst, c.rec, c.focus, c.stall = subst, rec, rec.focus, 0
+        if rec.target_d <= 0:
+            self._exhaust(c, "the operand reached its boundary without a NaN/Inf")
+
+    def _snap_due(self, c: _Cand) -> bool:
+        """A snap round is due where continuous steps stall near the boundary: no progress for ``patience``
+        proposals, or three accepted steps in a row that did not cut the distance by ``1 / snap_ratio`` (steps that
+        converge on a limit they cannot pass, such as rounding noise above an exact 0). Not again from the same
+        state before the distance fell below ``snap_ratio`` times its value at the last round, nor from above a
+        distance where a round found nothing before."""
+        if c.snap_kind is None or c.rec is None or c.done or c.snap_d is None:
+            return False
+        d = c.rec.target_d
+        if d >= self.snap_ratio * c.barren:
+            return False  # rounds from this close found nothing before: a floor (a clamp, an eps) keeps it there
+        stalled = c.stall >= self.patience or c.slow >= 3
+        return stalled and (c.rounds_here == 0 or d < self.snap_ratio * c.snap_d)
+
+    def _snap(self, c: _Cand) -> None:
+        """Try the snap moves of the current state (:mod:`dlci.nan.snap`); keep the one that brought the target's
+        distance lowest, if it did. A NaN/Inf on the way is held (:meth:`_hold`)."""
+        from dlci.nan.snap import snaps
+        rec = c.rec
+        c.rounds_here += 1
+        c.snapped += 1
+        if not any(np.any(g) for g in rec.grads.values()):
+            # flat: the operand is clamped (a guard) or cut off here; a jump would not collapse it
+            c.snap_d = rec.target_d
+            c.barren = min(c.barren, rec.target_d)
+            return
+        values = {e.index: np.asarray(c.subst.get(e.index, e.orig)) for e in rec.externals}
+        best = None
+        until = time.monotonic() + max(1.0, self.snap_share * self.budget)
+        moves = snaps(rec.externals, values, rec.grads, c.snap_kind)
+        self.log(f"{c.key[0]}@{c.key[2]} snap round at d={rec.target_d:.3e}: {len(moves)} move(s)")
+        for move in moves:
+            if self.left() <= 0 or time.monotonic() > until:
+                break
+            proposal = {**c.subst, **move.values}
+            # the whole distance map counts: a move may collapse another element than the one being driven
+            new = self._evaluate(c, proposal, focus=None, snap=True)
+            if self.held is not None and self.held[2] == self.order.index(c.key):
+                break  # this site's own failure: the rest of the round cannot do better
+            lowest = rec if best is None else best[2]
+            if new.target_d is not None and not new.error and new.target_d < lowest.target_d:
+                best = (move, proposal, new)
+        if best is not None:
+            self._accept(c, best[1], best[2], f"snap {best[0].label}")
+        else:
+            c.barren = min(c.barren, rec.target_d)
+        c.snap_d, c.slow = c.rec.target_d, 0
+        self._maybe_release()
 
     def _exhaust(self, c: _Cand, why: str) -> None:
         c.done, c.why_done = True, why
@@ -307,6 +459,8 @@ class Searcher:
     def _replace(self, c: _Cand) -> None:
         """Batch replacement (redraw the least important externals), or a full restart after enough of them."""
         rec = c.rec
+        self.log(f"{c.key[0]}@{c.key[2]} stalled at d={None if rec is None else rec.target_d}: "
+                 f"replace #{c.replacements} restart #{c.restarts}")
         if rec is not None and c.replacements < self.max_replacements and rec.externals:
             imp = {}
             for e in rec.externals:
@@ -323,6 +477,7 @@ class Searcher:
                 self._exhaust(c, f"{self.max_restarts} restarts without getting closer")
         c.run_seed = self.fresh_seed()
         c.rec, c.focus, c.stall, c.factor, c.alpha, c.mode = None, None, 0, 2.0, 0.1, 0
+        c.snap_d, c.slow, c.rounds_here = None, 0, 0
 
     # -- confirmation and minimisation ---------------------------------------------------------------------
     def _confirmed(self, cfg: RunConfig, event: Event) -> bool:
@@ -338,7 +493,8 @@ class Searcher:
         exts = {e.index: e for e in rec.externals}
         # drop substitutions equal to what the seed draws anyway
         subst = {k: v for k, v in subst.items() if k not in exts or not np.array_equal(v, exts[k].orig)}
-        deadline = time.monotonic() + self.minimize_seconds
+        # the budget is a wall-clock bound on the whole search: minimisation gets what is left of it
+        deadline = min(time.monotonic() + self.minimize_seconds, self.t0 + self.budget)
         for k in sorted(subst, key=lambda k: -k):
             if time.monotonic() > deadline:
                 break
@@ -371,7 +527,8 @@ class Searcher:
         res.found = True
         res.kind, res.op, res.entry, res.phase = ev.kind, ev.op, ev.entry, ev.phase
         res.file, res.line, res.code = ev.file, ev.line, ev.code
-        res.seconds_to_first = round(self.first_at, 3) if self.first_at is not None else None
+        first = self.first_seen.get(ev.key())
+        res.seconds_to_first = round(first, 3) if first is not None else None
         res.run_seed = cfg.run_seed
         res.substitutions = subst
         res.external_info = [{"index": e.index, "name": e.name, "gen": e.gen, "shape": list(e.shape),
@@ -387,10 +544,6 @@ class Searcher:
             res.note = f"the program as written fails under seed {cfg.run_seed}"
 
 
-class _NoCandidates(Exception):
-    pass
-
-
 def search(prog: Program | str, strategy: str = "gradient", budget: float = 30.0, seed: int = 0,
            **options) -> SearchResult:
     """Search ``prog`` (a :class:`Program` or a ``FILE:FUNCTION`` spec) for a NaN/Inf-producing input.
@@ -398,12 +551,4 @@ def search(prog: Program | str, strategy: str = "gradient", budget: float = 30.0
     Raises :class:`ProgramError` when the spec is bad or the program raises on its own."""
     if isinstance(prog, str):
         prog = load_program(prog)
-    s = Searcher(prog, budget=budget, seed=seed, **options)
-    try:
-        return s.search(strategy)
-    except _NoCandidates:
-        res = s.result(strategy)
-        res.runs, res.runs_failed, res.iterations = s.runs, s.runs_failed, s.iterations
-        res.seconds = time.monotonic() - s.t0
-        res.note = "no vulnerable operation was reached"
-        return res
+    return Searcher(prog, budget=budget, seed=seed, **options).search(strategy)

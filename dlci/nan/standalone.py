@@ -261,7 +261,8 @@ def tf_probed_call(orig, args, kwargs, slots, on_bad):
 
     @tf.custom_gradient
     def op(*values):
-        with tf.GradientTape() as inner:
+        # persistent: the program's backward and the search's own gradient may both pass through this op
+        with tf.GradientTape(persistent=True) as inner:
             inner.watch(values)
             y = call_with(values)
 

@@ -176,6 +176,7 @@ class TFRun(RunState):
         self.depth = 0
         self.tape = None
         self.data_handles: dict[int, object] = {}
+        self.var_ext: dict = {}  # variable reference -> the external its initial value came from
         self.best_d = None
 
     def call(self, name, orig, args, kwargs):
@@ -265,6 +266,40 @@ class TFRun(RunState):
             ext.differentiable = True
         return out
 
+    def _current(self, e: External) -> np.ndarray:
+        return np.asarray(self.cfg.subst.get(e.index, e.orig))
+
+    def created(self, next_creator, **kwargs):
+        """Variable creation (tf.variable_creator_scope): a variable whose initial value is a draw of this run is
+        that draw's weight, however far training moves it before the gradients are taken."""
+        v = next_creator(**kwargs)
+        try:
+            val = np.asarray(v.numpy())
+        except Exception:  # noqa: BLE001 - a variable without an eager value
+            return v
+        for e in reversed(self.rec.externals):
+            if e.kind == "real" and tuple(val.shape) == e.shape and e.index not in self.var_ext.values():
+                if np.array_equal(val, self._current(e).astype(val.dtype)):
+                    self.var_ext[v.ref()] = e.index
+                    break
+        return v
+
+    def _match(self, v, taken: set) -> int | None:
+        """A variable made outside the run's creator scope: the draw nearest to its value now, if near enough."""
+        try:
+            val = v.numpy().astype(np.float64)
+        except Exception:  # noqa: BLE001
+            return None
+        best = None
+        for e in self.rec.externals:
+            if e.index in taken or e.kind != "real" or tuple(val.shape) != e.shape:
+                continue
+            cur = self._current(e).astype(np.float64)
+            err = float(np.max(np.abs(val - cur))) if cur.size else 0.0
+            if err <= 0.05 * e.scale and (best is None or err < best[0]):
+                best = (err, e.index)
+        return None if best is None else best[1]
+
     def gradients(self):
         """After the run: gradients of the target's best distance for the watched draws and the matched weights."""
         if self.best_d is None or self.tape is None:
@@ -272,24 +307,15 @@ class TFRun(RunState):
         # weights first: a draw that initialised a variable is followed through the variable (assign cuts the tape)
         sources, keys, taken = [], [], set()
         for v in self.tape.watched_variables():
-            try:
-                val = v.numpy()
-            except Exception:  # noqa: BLE001
-                continue
-            best = None
-            for e in self.rec.externals:
-                if e.index in taken or e.kind != "real" or tuple(val.shape) != e.shape:
-                    continue
-                cur = np.asarray(self.cfg.subst.get(e.index, e.orig), dtype=np.float64)
-                err = float(np.max(np.abs(val.astype(np.float64) - cur))) if cur.size else 0.0
-                if err <= 0.05 * e.scale and (best is None or err < best[0]):
-                    best = (err, e)
-            if best is not None:
-                e = best[1]
-                taken.add(e.index)
+            k = self.var_ext.get(v.ref())
+            if k is None or k in taken:  # a variable made before the run: matched by its value now
+                k = self._match(v, taken)
+            if k is not None:
+                e = self.rec.externals[k]
+                taken.add(k)
                 e.differentiable = e.iterative = True
                 sources.append(v)
-                keys.append(e.index)
+                keys.append(k)
         for k, t in self.data_handles.items():
             if k not in taken:
                 sources.append(t)
@@ -374,7 +400,8 @@ def run(program: Program, cfg: RunConfig, tab: T.Table | None = None) -> RunReco
         tape = tf.GradientTape(persistent=True) if cfg.differentiable else None
         state.tape = tape
         try:
-            state.execute(tape if tape is not None else contextlib.nullcontext())
+            with tf.variable_creator_scope(state.created):
+                state.execute(tape if tape is not None else contextlib.nullcontext())
         finally:
             _ACTIVE = None
         if state.rec.event is None and tape is not None:

@@ -67,6 +67,15 @@ _TABLE = {
                     "gamma encoding x ** (1/2.2) of a residual output that can go negative"),
     "torch_embed_norm": ("torch", "torch.div", None,
                          "L2 normalisation of ReLU embeddings whose norm is 0 when every unit is dead"),
+    "torch_batch_std": ("torch", "torch.sqrt", "torch_batch_std_guarded",
+                        "batch standardisation by hand: sqrt of a batch variance that is 0 for a constant column "
+                        "(the eps guards the division, not sqrt's derivative)"),
+    "torch_direction": ("torch", "torch.acos", "torch_direction_guarded",
+                        "acos of a cosine similarity that reaches 1 for a prediction parallel to its target"),
+    "torch_gram_std": ("torch", "torch.sqrt", "torch_gram_std_guarded",
+                       "sqrt of a Gram-matrix diagonal that is 0 for a constant feature"),
+    "torch_unit_head": ("torch", "torch.div", "torch_unit_head_guarded",
+                        "normalisation by hand: division by a projection's norm, 0 for a zero projection"),
     # PyTorch, guarded
     "torch_xent_guarded": ("torch", None, "torch_xent", "cross-entropy from log_softmax"),
     "torch_gan_guarded": ("torch", None, "torch_gan", "log(1 - sigmoid(d)) written as -softplus(d)"),
@@ -76,6 +85,10 @@ _TABLE = {
     "torch_layernorm_guarded": ("torch", None, "torch_layernorm", "rsqrt(var + eps)"),
     "torch_vicreg_guarded": ("torch", None, "torch_vicreg", "two-pass variance plus eps under the sqrt"),
     "torch_gamma_guarded": ("torch", None, "torch_gamma", "output clamped to >= 1e-6 before the power"),
+    "torch_batch_std_guarded": ("torch", None, "torch_batch_std", "eps under the square root"),
+    "torch_direction_guarded": ("torch", None, "torch_direction", "cosine clamped inside (-1, 1) before acos"),
+    "torch_gram_std_guarded": ("torch", None, "torch_gram_std", "eps under the square root of the Gram diagonal"),
+    "torch_unit_head_guarded": ("torch", None, "torch_unit_head", "F.normalize (eps-floored norm)"),
     # TensorFlow / Keras, buggy
     "tf_xent": ("tensorflow", "tf.math.log", "tf_xent_guarded",
                 "hand-written categorical cross-entropy: log of a softmax that underflows to 0"),
@@ -87,10 +100,29 @@ _TABLE = {
                "VAE KL term exp(logvar) overflows for a large encoder log-variance"),
     "tf_tweedie": ("tensorflow", "tf.math.pow", None,
                    "Tweedie deviance mu ** -0.5 of an identity-link mean that can go negative"),
+    "tf_siamese": ("tensorflow", "tf.math.sqrt", "tf_siamese_guarded",
+                   "sqrt of a squared distance, 0 for two equal embeddings"),
+    "tf_batch_whiten": ("tensorflow", "tf.math.rsqrt", "tf_batch_whiten_guarded",
+                        "rsqrt of a batch variance, 0 for a feature constant over the batch"),
+    "tf_angular": ("tensorflow", "tf.math.acos", "tf_angular_guarded",
+                   "acos of the dot product of two unit vectors, 1 (or a rounding past it) for equal views"),
+    "tf_layer_std": ("tensorflow", "tf.math.divide", "tf_layer_std_guarded",
+                     "layer standardisation by hand in a subclassed keras.Model: division by a per-sample std that "
+                     "is 0 for a constant hidden row"),
+    "tf_gram_corr": ("tensorflow", "tf.math.divide", "tf_gram_corr_guarded",
+                     "Gram matrix divided by the square roots of its diagonal, 0 for a constant feature"),
+    "tf_unit_proj": ("tensorflow", "tf.math.divide", "tf_unit_proj_guarded",
+                     "normalisation by hand: division by sqrt of a summed square, 0 for a zero projection"),
     # TensorFlow / Keras, guarded
     "tf_xent_guarded": ("tensorflow", None, "tf_xent", "tf.nn.softmax_cross_entropy_with_logits"),
     "tf_churn_guarded": ("tensorflow", None, "tf_churn", "tf.nn.sigmoid_cross_entropy_with_logits on logits"),
     "tf_embed_norm_guarded": ("tensorflow", None, "tf_embed_norm", "tf.math.l2_normalize"),
+    "tf_siamese_guarded": ("tensorflow", None, "tf_siamese", "squared distance floored at 1e-12 under the sqrt"),
+    "tf_batch_whiten_guarded": ("tensorflow", None, "tf_batch_whiten", "eps added to the batch variance"),
+    "tf_angular_guarded": ("tensorflow", None, "tf_angular", "cosine clipped inside (-1, 1) before acos"),
+    "tf_layer_std_guarded": ("tensorflow", None, "tf_layer_std", "eps added to the standard deviation"),
+    "tf_gram_corr_guarded": ("tensorflow", None, "tf_gram_corr", "eps under the square root"),
+    "tf_unit_proj_guarded": ("tensorflow", None, "tf_unit_proj", "tf.math.l2_normalize"),
 }
 
 

@@ -1,0 +1,150 @@
+"""Ground truth of a case: the fix's own upstream test must fail on head (the fix reverted) and pass on base.
+
+    python benchmarks/regressions/groundtruth.py [CASE ...] [--refresh]
+
+Each revision of the case's repository is exported to a directory and the case's upstream test files
+(benchmarks/regressions/upstream/<case>__*.py) run under pytest with that checkout's python/ first on PYTHONPATH
+over the installed native library (TVM_LIBRARY_PATH), as dlci runs a TVM checkout; a conftest asserts that `tvm`
+is imported from the checkout. On head pytest stops at the first failure (-x). Results are cached under
+$DLCI_CACHE_DIR (or ~/.cache/dlci) keyed by the patch, the test files and the installed versions.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from build import HERE, LAYOUT, build, installed_package, installed_tvm, installed_version, load_cases, package_of  # noqa: E402,E501
+
+VERSION = 1
+UPSTREAM = HERE / "upstream"
+CONFTEST = """\
+import importlib
+import os
+mod = importlib.import_module(os.environ["DLCI_GT_PACKAGE"])
+assert os.path.realpath(mod.__file__).startswith(os.path.realpath(os.environ["DLCI_GT_CHECKOUT"])), mod.__file__
+"""
+
+
+def cache_dir() -> Path:
+    root = Path(os.environ.get("DLCI_CACHE_DIR") or Path.home() / ".cache" / "dlci")
+    d = root / "bench-regressions"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def test_files(case: dict) -> list[Path]:
+    stem = case["id"].replace("-", "_")
+    return sorted(UPSTREAM.glob(f"{stem}__*.py"))
+
+
+def cache_key(case: dict) -> str:
+    h = hashlib.sha256(f"v{VERSION}".encode())
+    h.update((HERE / case["patch"]).read_bytes())
+    for f in test_files(case) + [UPSTREAM / "_torch_numeric.py", Path(__file__)]:
+        h.update(f.name.encode() + f.read_bytes())
+    for dist in ("apache-tvm", "onnxscript", "onnx-ir", "torch", "onnx", "onnxruntime", "numpy"):
+        h.update(f"{dist}={installed_version(dist)}".encode())
+    return h.hexdigest()[:20]
+
+
+def _export(repo: Path, rev: str, dest: Path) -> None:
+    dest.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(repo), "archive", rev], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    # a TVM checkout has include/ at its root (tvm.libinfo looks there when compiling host code): the installed one
+    if not (dest / "python" / "tvm").is_dir():
+        return
+    inc = installed_tvm() / "include"
+    if inc.is_dir() and not (dest / "include").exists():
+        (dest / "include").symlink_to(inc)
+
+
+def run_tests(case: dict, checkout: Path, stop_first: bool, timeout: float = 1200) -> dict:
+    files = test_files(case)
+    tdir = Path(tempfile.mkdtemp(prefix="gt-tests-"))
+    try:
+        for f in files + [UPSTREAM / "_torch_numeric.py"]:
+            shutil.copy(f, tdir / f.name)
+        (tdir / "conftest.py").write_text(CONFTEST)
+        package = package_of(case)
+        src_root = checkout / Path(LAYOUT[package][0]).parent   # python/ for TVM, the root for onnxscript
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src_root), str(tdir)]),
+               "DLCI_GT_CHECKOUT": str(checkout), "DLCI_GT_PACKAGE": package, "PYTHONDONTWRITEBYTECODE": "1"}
+        if package == "tvm":
+            env["TVM_LIBRARY_PATH"] = str(installed_tvm() / "lib")
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "--rootdir",
+               str(tdir), "-W", "ignore", *(["-x"] if stop_first else []), *[f.name for f in files]]
+        t0 = time.time()
+        try:
+            proc = subprocess.run(cmd, cwd=tdir, env=env, capture_output=True, text=True, timeout=timeout)
+            rc, out = proc.returncode, proc.stdout + proc.stderr
+        except subprocess.TimeoutExpired as e:
+            rc, out = -9, f"timeout after {timeout} s\n{(e.stdout or b'')[-2000:]!r}"
+        lines = [l for l in out.splitlines() if l.strip()]
+        tally = [l for l in lines if re.search(r"\b(passed|failed|error|errors|no tests ran)\b in [0-9.]+s", l)]
+        summary = (tally or lines or [""])[-1].strip("= ")
+        failed = [l.split(" ", 1)[1].split(" - ")[0] for l in out.splitlines() if l.startswith("FAILED ")]
+        errors = [l for l in out.splitlines() if l.startswith("E  ")][:3]
+        return {"rc": rc, "summary": summary, "failed": failed[:10], "first_error": errors,
+                "seconds": round(time.time() - t0, 1),
+                "status": {0: "passed", 1: "failed"}.get(rc, "error")}
+    finally:
+        shutil.rmtree(tdir, ignore_errors=True)
+
+
+def check(case: dict, repo: Path, base: str, head: str, refresh: bool = False) -> dict:
+    """{'valid': bool, 'reason': str, 'head': {...}, 'base': {...}} (cached)."""
+    if case["kind"] != "regression":
+        return {"valid": True, "reason": "refactor: no ground truth needed", "cached": False}
+    if not test_files(case):
+        return {"valid": False, "reason": "no upstream test for this fix", "cached": False}
+    key = cache_key(case)
+    path = cache_dir() / f"{case['id']}-{key}.json"
+    if path.exists() and not refresh:
+        return {**json.loads(path.read_text()), "cached": True}
+    work = Path(tempfile.mkdtemp(prefix="gt-"))
+    try:
+        res = {}
+        for name, rev in (("head", head), ("base", base)):
+            co = work / name
+            _export(repo, rev, co)
+            res[name] = run_tests(case, co, stop_first=name == "head")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if res["head"]["status"] != "failed":
+        reason = f"upstream test does not fail on head ({res['head']['status']}: {res['head']['summary']})"
+    elif res["base"]["status"] != "passed":
+        reason = f"upstream test does not pass on base ({res['base']['status']}: {res['base']['summary']})"
+    else:
+        reason = "upstream test fails on head and passes on base"
+    out = {"valid": reason.startswith("upstream test fails on head"), "reason": reason, "key": key, **res}
+    path.write_text(json.dumps(out, indent=1))
+    return {**out, "cached": False}
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    refresh = "--refresh" in sys.argv
+    doc = load_cases()
+    for case in doc["cases"]:
+        if args and case["id"] not in args:
+            continue
+        with tempfile.TemporaryDirectory(prefix="gt-repo-") as tmp:
+            repo, base, head = build(case, Path(tmp) / "repo")
+            res = check(case, repo, base, head, refresh=refresh)
+        print(json.dumps({"case": case["id"], "valid": res["valid"], "reason": res["reason"],
+                          **{k: {x: res[k][x] for x in ("status", "summary", "seconds", "failed")}
+                             for k in ("head", "base") if k in res}}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,19 @@
+"""A network regressing 3-D directions, trained on the angle to the target direction: acos of their cosine
+similarity."""
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def train():
+    net = nn.Sequential(nn.Linear(6, 24), nn.Tanh(), nn.Linear(24, 3))
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    x = torch.randn(20, 6)
+    direction = torch.randn(20, 3)
+    for _ in range(2):
+        cos = F.cosine_similarity(net(x), direction, dim=1)
+        loss = torch.acos(cos).mean()  # vulnerable
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return loss.item()
