@@ -112,3 +112,33 @@ def test_bad_input_is_a_usage_error(tmp_path, capsys):
     code, _ = scan(tmp_path, "--repo", str(repo), "--base", head, "--head", "HEAD")
     assert code == EXIT_USAGE
     assert "budget must be" in capsys.readouterr().err
+
+
+def test_a_new_failure_is_never_folded_into_an_old_one(tmp_path):
+    """The sample swaps avg_pool2d's ceil_mode and count_include_pad, while the base revision already gets
+    avg_pool2d wrong the same way (value mismatch) on other instances: the new failures are reported new, apart."""
+    code, doc = scan(tmp_path, "--sample", "tvm-avgpool-arg-order", "--budget", "240")
+    assert code == EXIT_FINDINGS
+    pool = [f for f in doc["findings"] if f["operator"] == "aten::avg_pool2d" and f["oracle"] == "inconsistency"]
+    new = [f for f in pool if f["new_in_pr"] is True]
+    old = [f for f in pool if f["new_in_pr"] is False]
+    assert new and old, [(f["id"], f["signature"], f["new_in_pr"]) for f in doc["findings"]]
+    in_new = {i for f in new for i in f["base"]["instances"]}
+    in_old = {i for f in old for i in f["base"]["instances"]}
+    assert not in_new & in_old  # each instance attributed on its own, and folded only with its like
+    assert all(f["repro_checked"] is not False for f in doc["findings"])
+    report = (tmp_path / "out" / "report.md").read_text()
+    section = report.split("### New in this PR", 1)[1].split("###", 1)[0]
+    assert all(f"| {f['id']} |" in section for f in new)
+    assert not any(f"| {f['id']} |" in section for f in old)
+
+
+def test_support_the_pr_removes_is_a_new_finding(tmp_path):
+    """The sample drops FX's softplus function entry: base converts F.softplus, head says it does not support it."""
+    code, doc = scan(tmp_path, "--sample", "tvm-fx-softplus-removed", "--budget", "150")
+    assert code == EXIT_FINDINGS
+    removed = [f for f in doc["findings"] if f["symptom"] == "support removed"]
+    assert removed, [(f["id"], f["signature"]) for f in doc["findings"]]
+    f = removed[0]
+    assert f["operator"] == "aten::softplus" and f["target"] == "tvm.from_fx" and f["new_in_pr"] is True
+    assert f["base"]["status"] == "pass" and f["repro_checked"] is True and f["repro_passes_on_base"] is True

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from dlci.campaign import stages
+from dlci.campaign.clock import Clock
 from dlci.campaign.options import FAIL_ON, RunOptions
 from dlci.campaign.state import Campaign
 from dlci.campaign.stages import Route, Test
@@ -22,21 +23,22 @@ def run(instances: Sequence[Instance], targets: dict, options: RunOptions, *, ro
     (default: every target that accepts its framework)."""
     out = options.out
     (out / "repro").mkdir(parents=True, exist_ok=True)
+    clock = Clock(options.budget or 0.0)
     campaign = Campaign({i.id: i for i in instances}, dict(targets))
     tests = stages.plan(instances, campaign.targets, route=route)
     findings: list = []
     try:
         with stages.open_engine(options, campaign.targets) as engine:
-            stages.execute(campaign, tests, engine, options)
+            stages.execute(campaign, tests, engine, options, until=clock.tests_until, hard_until=clock.hard)
             findings = stages.collect(campaign)
             if options.reduce and not campaign.interrupted:
-                stages.reduce(findings, campaign, engine, options)
+                stages.reduce(findings, campaign, engine, options, until=clock.post(0.6))
+        return publish(campaign, findings, options, until=clock.post(0.9), hard_until=clock.hard)
     except BaseException:
         # an internal error must not lose what was gathered: write the partial report, then fail loudly
         campaign.interrupted = True
         stages.report(campaign, findings or stages.collect(campaign)).write(out)
         raise
-    return publish(campaign, findings, options)
 
 
 def publish(campaign: Campaign, findings: list, options: RunOptions, *, env: dict | None = None,
@@ -47,9 +49,12 @@ def publish(campaign: Campaign, findings: list, options: RunOptions, *, env: dic
     reported, unreproduced = stages.reproduce(findings, campaign, options, env=env, until=until,
                                               hard_until=hard_until)
     report = stages.report(campaign, reported, unreproduced=unreproduced, pr=pr)
+    unchecked = [f.id for f in reported if f.repro and f.repro_checked is None and options.check_repros]
+    if unchecked:  # reported, reproducer rendered, but the budget ended before it could run alone
+        report.stats["not_reproduced_in_budget"] = unchecked
     report.mark_known(options.known)
     report.write(options.out)
     return report
 
 
-__all__ = ["Campaign", "FAIL_ON", "Report", "Route", "RunOptions", "Test", "publish", "run", "stages"]
+__all__ = ["Campaign", "Clock", "FAIL_ON", "Report", "Route", "RunOptions", "Test", "publish", "run", "stages"]

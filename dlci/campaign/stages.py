@@ -58,7 +58,7 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
             trace_files: tuple[str, ...] = (), until: float | None = None, hard_until: float | None = None) -> None:
     """Run the tests until ``until`` (monotonic; default: the budget from now), streaming every outcome to
     results.jsonl; a failure is re-run once (another instance of its signature if that flakes) before it counts, its
-    confirmation jumping the queue. Confirmations still owed then get a short grace, never past ``hard_until``.
+    confirmation jumping the queue. Confirmations still owed then get a short grace, at most a quarter of what is left before ``hard_until``.
     ``trace_files``: converter files whose lines are recorded while converting (PR mode)."""
     say = options.progress
     confirm_queue: deque = deque()
@@ -114,8 +114,11 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
         pending_confirm.clear()
         if confirm_queue and not campaign.interrupted:
             say(f"confirming {len(confirm_queue)} failure signature(s) after the budget")
-            grace = time.monotonic() + max(60.0, 0.1 * budget)
-            more = engine.run(confirm_jobs(), on_result, deadline=min(grace, hard_until or grace))
+            now = time.monotonic()
+            grace = now + max(60.0, 0.1 * budget)
+            if hard_until is not None:  # a quarter of what is left: reduction and reproducers need the rest
+                grace = min(grace, now + 0.25 * max(0.0, hard_until - now))
+            more = engine.run(confirm_jobs(), on_result, deadline=grace)
             campaign.interrupted = _cancelled(more)
         campaign.engine_info = _info_dict(info)
 

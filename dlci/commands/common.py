@@ -22,7 +22,7 @@ class RunOptionsGroup:
 
     def __init__(self, *, budget: float | None = 300.0, fail_on: str = "any", budget_help: str = ""):
         self.budget, self.fail_on = budget, fail_on
-        self.budget_help = budget_help or "seconds of testing (confirmation gets a grace)"
+        self.budget_help = budget_help or "wall-clock seconds for the whole run: 60%% testing, the rest confirms, reduces and checks reproducers"
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         g = parser.add_argument_group("run options")

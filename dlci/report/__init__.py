@@ -21,10 +21,36 @@ def _new_in_pr(f: dict) -> str:
     if f.get("new_in_pr") is None:
         return "n/a"
     base = f.get("base") or {}
-    if f["new_in_pr"]:
-        return f"**yes** (on base the same instances {base.get('status', '?')}" + \
-            (f", {base['symptom']})" if base.get("symptom") else ")")
-    return "no: the same failure is already on the base revision"
+    if not f["new_in_pr"]:
+        return "no: the same failure is already on the base revision"
+    status, symptom = base.get("status", "?"), base.get("symptom")
+    if status == "pass":
+        return "**yes** (the same instances pass on the base revision)"
+    if symptom == f.get("symptom") and status == f.get("oracle"):
+        return f"**yes** (on base the same instances fail otherwise: {symptom}, with other values)"
+    return f"**yes** (on base the same instances fail otherwise: {status}" + (f", {symptom})" if symptom else ")")
+
+
+_GROUPS = (("new", "New in this PR"), ("on_base", "Already on the base revision"), ("known", "Known issues"),
+           ("unattributed", "Not attributed"))
+
+
+def _findings_table(findings: list, pr: bool) -> list[str]:
+    """One table of findings; in PR mode one per attribution, new ones first, so none hides among old ones."""
+    header = ["| id | oracle | operator | target | stage | symptom | instances | reproducer |",
+              "|---|---|---|---|---|---|---|---|"]
+
+    def row(f):
+        return (f"| {f['id']} | {f['oracle']} | `{f['operator']}` | {f['target']} {f['target_version']} | "
+                f"{f['stage']} | {f['symptom']} | {len(f['instances'])} | `{f['repro']}` |")
+    if not pr:
+        return header + [row(f) for f in findings] + [""]
+    lines = []
+    for key, title in _GROUPS:
+        group = [f for f in findings if attribution(f) == key]
+        if group:
+            lines += [f"### {title} ({len(group)})", "", *header, *(row(f) for f in group), ""]
+    return lines
 
 
 def _pr_section(pr: dict, findings: list) -> list[str]:
@@ -83,12 +109,7 @@ def render_markdown(doc: dict) -> str:
     if doc.get("pr"):
         lines += _pr_section(doc["pr"], doc["findings"])
     if doc["findings"]:
-        lines += ["| id | oracle | operator | target | stage | symptom | instances | reproducer |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for f in doc["findings"]:
-            lines.append(f"| {f['id']} | {f['oracle']} | `{f['operator']}` | {f['target']} {f['target_version']} | "
-                         f"{f['stage']} | {f['symptom']} | {len(f['instances'])} | `{f['repro']}` |")
-        lines.append("")
+        lines += _findings_table(doc["findings"], bool(doc.get("pr")))
         for f in doc["findings"]:
             known = f" — known issue {f['known'].get('link') or f['known'].get('note')}" if f.get("known") else ""
             lines += [f"## {f['id']}: {f['target']} — {f['symptom']} on `{f['operator']}`{known}", "",
@@ -112,6 +133,9 @@ def render_markdown(doc: dict) -> str:
     for t, c in (st.get("per_target") or {}).items():
         lines.append(f"| {t} | {c['pass']} | {c['unsupported']} | {c['invalid']} | {c['crash']} | "
                      f"{c['inconsistency']} |")
+    if st.get("not_reproduced_in_budget"):
+        lines += ["", f"Reproducers the budget left no time to run alone (rendered, confirmed in dlci's workers): "
+                  f"{', '.join(st['not_reproduced_in_budget'])}."]
     if st.get("flaky"):
         lines += ["", f"## Flaky ({len(st['flaky'])})", "", "Failures that did not reproduce on a re-run "
                   "(not reported as bugs):", ""]

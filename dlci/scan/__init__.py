@@ -17,34 +17,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlci.campaign import Campaign, RunOptions, publish, stages
+from dlci.campaign import Campaign, Clock, RunOptions, publish, stages
 from dlci.config import CONFIG_FILE, Config, ConfigError
 from dlci.findings import is_new
 from dlci.report.document import Report
 from dlci.scan import attribution, coverage, selection
 
 DEFAULT_BUDGET = 300.0
-TEST_SHARE = 0.6  # of the budget for running tests; the rest confirms, attributes, reduces and reproduces
-
-
-class Clock:
-    """The scan's budget is wall-clock for everything: testing gets the first TEST_SHARE of it, the post-processing
-    (attribution, reduction, reproducers; what the PR broke first) the rest, each step by a fraction of what is left
-    when testing ends."""
-
-    def __init__(self, budget: float):
-        self.start = time.monotonic()
-        self.hard = self.start + budget
-        self.tests_until = self.start + TEST_SHARE * budget
-        self._post_start: float | None = None
-
-    def post(self, fraction: float) -> float:
-        """The moment ``fraction`` of the way through the post-processing window."""
-        if self._post_start is None:
-            self._post_start = min(time.monotonic(), self.hard)
-        return self._post_start + fraction * (self.hard - self._post_start)
-
-
 @dataclass
 class ScanRequest:
     repo: Path
@@ -175,9 +154,6 @@ def scan(req: ScanRequest) -> Report:
             campaign.interrupted = True
             stages.report(campaign, findings or stages.collect(campaign), pr=pr).write(out)
             raise
-        unchecked = [f.id for f in report.findings if f.repro_checked is None and options.check_repros]
-        if unchecked:
-            report.stats["not_reproduced_in_budget"] = unchecked  # listed, reproducer rendered, not run alone
         pr["known_issues_matched"] = sum(1 for f in report.findings if f.known)
         report.stats["seconds"] = round(time.time() - t0, 2)
         report.write(out)

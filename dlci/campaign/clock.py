@@ -1,0 +1,23 @@
+"""A run's budget is wall-clock for everything: a CI job has a time limit, and a report that comes after it is lost."""
+from __future__ import annotations
+
+import time
+
+TEST_SHARE = 0.6  # of the budget for running tests; the rest confirms, attributes, reduces and reproduces
+
+
+class Clock:
+    """Testing gets the first TEST_SHARE of the budget, the post-processing (attribution, reduction, reproducers;
+    what the PR broke first) the rest, each step by a fraction of what is left when testing ends."""
+
+    def __init__(self, budget: float):
+        self.start = time.monotonic()
+        self.hard = self.start + budget
+        self.tests_until = self.start + TEST_SHARE * budget
+        self._post_start: float | None = None
+
+    def post(self, fraction: float) -> float:
+        """The moment ``fraction`` of the way through the post-processing window."""
+        if self._post_start is None:
+            self._post_start = min(time.monotonic(), self.hard)
+        return self._post_start + fraction * (self.hard - self._post_start)
