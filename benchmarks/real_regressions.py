@@ -75,11 +75,14 @@ def _results(path: Path) -> list[dict]:
     return rows
 
 
-def scan(repo: Path, head_ref: str, out: Path, budget: float | None, timeout: float) -> dict:
+def scan(repo: Path, head_ref: str, out: Path, budget: float | None, timeout: float,
+         sources: str | None = None) -> dict:
     cmd = [sys.executable, "-m", "dlci", "scan", "--repo", str(repo), "--base", "main", "--head", head_ref,
            "--out", str(out), "--fail-on", "never"]
     if budget:
         cmd += ["--budget", str(budget)]
+    if sources:
+        cmd += ["--sources", sources]
     t0 = time.time()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
@@ -175,6 +178,9 @@ def main():
     ap.add_argument("--work", type=Path, default=None, help="keep repositories and scan outputs here")
     ap.add_argument("--budget", type=float, default=None, help="pass --budget to dlci scan (default: dlci's)")
     ap.add_argument("--timeout", type=float, default=1800, help="kill a scan after this many seconds")
+    ap.add_argument("--baseline-sources", default=None,
+                    help="also scan each case with these --sources (e.g. the defaults of dlci test, without the "
+                         "scan's variants), side by side")
     ap.add_argument("--refresh-groundtruth", action="store_true")
     ap.add_argument("--no-scan", action="store_true", help="build and check ground truth only")
     ap.add_argument("--resume", type=Path, default=None,
@@ -228,6 +234,12 @@ def main():
             run = scan(repo, f"pr/{case['id']}", out, args.budget, args.timeout)
             row["scan"] = {k: run[k] for k in ("exit", "wall_seconds", "command")}
             row.update(judge(case, out, run))
+            if args.baseline_sources:
+                out_b = work / case["id"] / "scan-baseline"
+                run_b = scan(repo, f"pr/{case['id']}", out_b, args.budget, args.timeout, args.baseline_sources)
+                judged = judge(case, out_b, run_b)
+                row["baseline"] = {"sources": args.baseline_sources, "outcome": judged.get("outcome"),
+                                   "reason": judged.get("reason"), "wall_seconds": run_b["wall_seconds"]}
         rows.append(row)
         print(json.dumps(row), flush=True)
 
@@ -246,13 +258,18 @@ def main():
         "scan_wall_seconds": {"median": round(statistics.median(walls), 1) if walls else None,
                               "max": max(walls) if walls else None, "n": len(walls)},
         "total_seconds": round(time.time() - t_all, 1),
+        **({"baseline_sources": args.baseline_sources,
+            "baseline_caught": sum((r.get("baseline") or {}).get("outcome") == "caught" for r in reg),
+            "baseline_refactors_with_false_alarm": sum((r.get("baseline") or {}).get("outcome") == "false_alarm"
+                                                       for r in ref)} if args.baseline_sources else {}),
         "excluded_upstream_fixes": doc.get("excluded", []),
     }
     print()
     print(f"{'case':34} {'kind':10} {'outcome':11} {'wall s':>7}  reason")
     for r in rows:
         wall = r.get("scan", {}).get("wall_seconds", "")
-        print(f"{r['case']:34} {r['kind']:10} {r.get('outcome', ''):11} {wall!s:>7}  {r.get('reason', '')[:150]}")
+        base = f" [baseline: {r['baseline']['outcome']}]" if r.get("baseline") else ""
+        print(f"{r['case']:34} {r['kind']:10} {r.get('outcome', ''):11} {wall!s:>7}  {r.get('reason', '')[:150]}{base}")
     print()
     print(f"caught {summary['caught']}/{summary['regressions_valid']} regressions "
           f"({(summary['catch_rate'] or 0) * 100:.0f} %); refactors: {summary['refactors_with_false_alarm']}/"

@@ -10,7 +10,7 @@ from pathlib import Path
 from dlci.campaign.options import FAIL_ON, RunOptions
 from dlci.errors import ExitCode, UsageError
 from dlci.report.document import Report
-from dlci.sources import DEFAULT_SOURCES
+from dlci.sources import DEFAULT_SOURCES, PR_SOURCES
 
 
 def say(msg: str) -> None:
@@ -31,7 +31,8 @@ class RunOptionsGroup:
         g.add_argument("--fail-on", choices=FAIL_ON, default=self.fail_on,
                        help="which findings make the exit code 1 (known issues never do)")
         g.add_argument("--known", help="a .dlci.yml whose known_issues mark matching findings as known")
-        g.add_argument("--sources", help=f"comma-separated sources (default: {','.join(DEFAULT_SOURCES)})")
+        g.add_argument("--sources", help=f"comma-separated sources (default: {','.join(DEFAULT_SOURCES)}; "
+                       f"scan: {','.join(PR_SOURCES)})")
         g.add_argument("--limit-per-op", type=int, default=None, help="instances per operator per source")
         g.add_argument("--workers", type=int, default=2)
         g.add_argument("--timeout", type=float, default=120.0, help="seconds per test before it counts as a hang")

@@ -520,8 +520,10 @@ def instance_ops(op: str) -> frozenset[str]:
 def select(instances, canonical_ops: set[str]) -> list:
     """The instances (objects with ``.op``; plain op strings also work) whose ``instance_ops`` meet
     ``canonical_ops``, in their original order. A non-canonical spelling among ``canonical_ops``
-    (``aten::add``, ``add.Tensor``) is canonicalised first rather than silently matching nothing."""
-    ops = frozenset(x for o in canonical_ops for x in ((o,) if "::" not in o and "." not in o else canonical(o)))
+    (``aten::add``, ``add.Tensor``, a framework's own ``ReduceMax``) is canonicalised first rather than silently
+    matching nothing."""
+    ops = frozenset(x for o in canonical_ops for x in ((o,) if "::" not in o and "." not in o and o.islower()
+                                                       else {o} | set(canonical(o))))
     if not ops:
         return []
     return [i for i in instances if not instance_ops(getattr(i, "op", i)).isdisjoint(ops)]

@@ -145,6 +145,26 @@ SAMPLES: dict[str, SamplePR] = {s.name: s for s in (
         expect_operators=("softplus",), expect_finding=True,
         note="F.softplus traced by FX is no longer converted: support the base revision had is removed"),
     SamplePR(
+        "tvm-onnx-get-constant-refactor",
+        "[Relax][ONNX] get_constant: name the unpacked parameter table",
+        (Edit(f"{FRONTEND}/onnx/onnx_frontend.py",
+              """    graph_nodes, params = params
+    # Convert if possible
+    if isinstance(var, relax.Var) and var.name in params:
+        # When converting a parameter to a constant, update references to it as well.
+        _, value = params[var.name]
+""",
+              """    graph_nodes, param_table = params
+    # Convert if possible
+    if isinstance(var, relax.Var) and var.name in param_table:
+        # When converting a parameter to a constant, update references to it as well.
+        _, value = param_table[var.name]
+"""),),
+        expect_operators=(), expect_finding=False,
+        note="behaviour-preserving edit of a helper that dozens of ONNX converters call: every one of them is "
+             "selected, and every failure found is already on base (old bugs, limitations and exporter bugs must "
+             "not be reported as the PR's)"),
+    SamplePR(
         "tvm-docs-only",
         "[Docs] Clarify the nn.Module exporter docstring",
         (Edit("README.md", "A TVM-shaped repository", "A TVM-shaped repository (Python sources only)"),),

@@ -86,7 +86,7 @@ def scan(req: ScanRequest) -> Report:
     from dlci import sources
     from dlci.sources.selection import gather
     frameworks = {f for t in chosen.values() for f in t.frameworks}
-    instances = gather(options.sources or sources.DEFAULT_SOURCES, sorted(want),
+    instances = gather(options.sources or sources.PR_SOURCES, sorted(want),
                                limit_per_op=options.limit_per_op, frameworks=frameworks, progress=say)
     pr["instances_selected"] = len(instances)
     if not instances:

@@ -1,0 +1,273 @@
+"""``onnx_variants``: ONNX node instances rewritten the ways real models present an operator to a converter.
+
+The ONNX backend node tests feed every input at run time and declare the newest opset, while converters take other
+paths for what real models contain: a shape, axes, pads or split sizes given as an initializer or a ``Constant``
+node (TVM's ``get_constant`` and the branches on ``GenericConst``), an older opset (``_impl_v1``, ``_impl_v11`` …),
+optional inputs and attributes left out. Per base instance (``onnx_node``), the kinds:
+
+- ``initializer``: every input but the first (the data) becomes an initializer; ``constant_node``: the same inputs
+  as ``Constant`` nodes; ``all_initializers`` (two inputs or more): every input constant, so converters that fold
+  constants fold this node;
+- ``opset``: the model declared at each older version of the operator's schema (``onnx.version_converter`` where it
+  has an adapter, else the same node re-declared when that version's schema accepts it), of the ``initializer``
+  form where there is one, since older schemas often take those inputs as attributes;
+- ``optional_absent``: trailing optional inputs left out; ``attribute_default``: one attribute that has a default
+  left out.
+
+Every variant is checked (``onnx.checker`` with shape inference) and evaluated with ``onnx.reference``: a variant
+that keeps the semantics (initializer, constant node, opset) must reproduce the base case's expected outputs, or it
+is dropped (``<kind>:changed-outputs``); the others take the reference's outputs as expected.
+"""
+from __future__ import annotations
+
+import collections
+import copy
+import warnings
+from typing import Iterator
+
+import numpy as np
+
+from dlci.instance import Instance, Origin, TensorSpec
+from dlci.instance.recipe import attribute_value
+from dlci.sources import Source, load_with_stats, register
+from dlci.sources._common import dist_version
+
+PRESERVING = ("initializer", "constant_node", "all_initializers", "opset")
+KINDS = PRESERVING + ("optional_absent", "attribute_default")
+OLDER_OPSETS = 4  # older schema versions tried per instance (the newest ones, and the oldest)
+
+
+def _schemas(op_type: str, domain: str) -> list:
+    import onnx.defs
+    return sorted((s for s in onnx.defs.get_all_schemas_with_history()
+                   if s.name == op_type and s.domain == domain and not s.deprecated), key=lambda s: s.since_version)
+
+
+def _model(inst: Instance):
+    import onnx
+    return onnx.load_from_string(inst.arrays["model"].tobytes())
+
+
+def _main_node(model, op_type: str):
+    return next(n for n in model.graph.node if n.op_type == op_type)
+
+
+def _runtime_inputs(model) -> list:
+    inits = {i.name for i in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in inits]
+
+
+def _as_constants(model, arrays: list[np.ndarray], which: set[int], how: str):
+    """The model with runtime inputs ``which`` (positions) turned into initializers or Constant nodes."""
+    from onnx import helper, numpy_helper
+    m = copy.deepcopy(model)
+    g = m.graph
+    inputs = _runtime_inputs(m)
+    for pos in sorted(which, reverse=True):
+        vi = inputs[pos]
+        tensor = numpy_helper.from_array(np.asarray(arrays[pos]), vi.name)
+        if how == "initializer":
+            g.initializer.append(tensor)
+        else:
+            g.node.insert(0, helper.make_node("Constant", [], [vi.name], value=tensor))
+        g.input.remove(vi)
+    return m, [a for i, a in enumerate(arrays) if i not in which]
+
+
+def _older_opsets(model, node, domain: str) -> list[int]:
+    declared = next((o.version for o in model.opset_import if (o.domain or "") == domain), None)
+    if declared is None:
+        return []
+    versions = [s.since_version for s in _schemas(node.op_type, domain) if s.since_version < declared]
+    current = max((s.since_version for s in _schemas(node.op_type, domain) if s.since_version <= declared),
+                  default=None)
+    versions = [v for v in versions if v != current and v >= 7]  # ONNX Runtime runs opset 7 and later
+    if len(versions) > OLDER_OPSETS:
+        versions = versions[-(OLDER_OPSETS - 1):] + versions[:1]
+    return sorted(versions, reverse=True)
+
+
+def _at_opset(model, version: int, domain: str):
+    """The model declared at ``version``: converted where onnx has an adapter, else re-declared as it is."""
+    from onnx import version_converter
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if domain == "":
+                return version_converter.convert_version(model, version)
+    except Exception:
+        pass
+    m = copy.deepcopy(model)
+    for o in m.opset_import:
+        if (o.domain or "") == domain:
+            o.version = version
+    return m
+
+
+def _optional_tail(node, schema) -> int:
+    """How many of the node's trailing inputs are optional in its schema (0 when none)."""
+    import onnx.defs
+    formal = list(schema.inputs)
+    n = 0
+    for pos in range(len(node.input) - 1, -1, -1):
+        param = formal[min(pos, len(formal) - 1)] if formal else None
+        if param is None or param.option != onnx.defs.OpSchema.FormalParameterOption.Optional:
+            break
+        n += 1
+    return n
+
+
+def candidates(inst: Instance) -> Iterator[tuple[str, str, object, list[np.ndarray]]]:
+    """(kind, detail, model, input arrays) variants of one ONNX instance, before validation."""
+    import onnx.defs
+    model = _model(inst)
+    op_type = inst.op.split("::", 1)[-1].split(".")[0]
+    try:
+        node = _main_node(model, op_type)
+    except StopIteration:
+        return
+    domain = node.domain or ""
+    arrays = inst.input_arrays()
+    n_in = len(_runtime_inputs(model))
+    consts = set(range(1, n_in))
+    const_form = None
+    if consts:
+        const_form = _as_constants(model, arrays, consts, "initializer")
+        yield ("initializer", f"inputs {sorted(consts)} as initializers", *const_form)
+        yield ("constant_node", f"inputs {sorted(consts)} as Constant nodes",
+               *_as_constants(model, arrays, consts, "constant"))
+    if n_in >= 2:
+        yield ("all_initializers", "every input an initializer", *_as_constants(model, arrays, set(range(n_in)),
+                                                                              "initializer"))
+    base_model, base_arrays = const_form or (model, arrays)
+    for version in _older_opsets(model, node, domain):
+        yield ("opset", f"opset {version}", _at_opset(base_model, version, domain), base_arrays)
+    declared = next((o.version for o in model.opset_import if (o.domain or "") == domain), None)
+    try:
+        schema = onnx.defs.get_schema(op_type, declared, domain) if declared else None
+    except Exception:
+        schema = None
+    if schema is None:
+        return
+    tail = _optional_tail(node, schema)
+    runtime = [i.name for i in _runtime_inputs(model)]
+    for k in range(1, tail + 1):
+        dropped = list(node.input[len(node.input) - k:])
+        if any(d and d not in runtime for d in dropped):
+            continue  # an optional input fed by another node: keep the case as it is
+        m = copy.deepcopy(model)
+        mn = _main_node(m, op_type)
+        del mn.input[len(mn.input) - k:]
+        keep = [pos for pos, name in enumerate(runtime) if name not in dropped]
+        for vi in [vi for vi in m.graph.input if vi.name in dropped]:
+            m.graph.input.remove(vi)
+        yield ("optional_absent", f"optional inputs {dropped} left out", m, [arrays[p] for p in keep])
+    defaults = {name for name, attr in schema.attributes.items() if attr.default_value.name}
+    for attr in node.attribute:
+        if attr.name in defaults:
+            m = copy.deepcopy(model)
+            mn = _main_node(m, op_type)
+            mn.attribute.remove(next(a for a in mn.attribute if a.name == attr.name))
+            yield ("attribute_default", f"attribute {attr.name} left to its default", m, arrays)
+
+
+def validate(inst: Instance, kind: str, model, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """The variant's expected outputs; raises ValueError (with a reason) for a variant that is not a valid case."""
+    import onnx
+    from onnx.reference import ReferenceEvaluator
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except Exception as e:
+        raise ValueError(f"{kind}:invalid-model") from e
+    names = [i.name for i in _runtime_inputs(model)]
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            got = [np.asarray(o) for o in ReferenceEvaluator(model).run(None, dict(zip(names, arrays)))]
+    except Exception as e:
+        raise ValueError(f"{kind}:reference-failed") from e
+    expected = inst.expected_arrays()
+    if kind in PRESERVING and expected is not None:
+        if len(got) != len(expected) or any(
+                g.shape != e.shape or g.dtype != e.dtype
+                or not np.allclose(g, e, rtol=1e-4, atol=1e-5, equal_nan=True)
+                for g, e in zip(got, expected) if e.dtype.kind in "biufc"):
+            raise ValueError(f"{kind}:changed-outputs")
+        return [np.asarray(e) for e in expected]
+    if any(g.dtype.kind not in "biufc" for g in got):
+        raise ValueError(f"{kind}:unstorable-output")
+    if got and all(g.dtype.kind in "fc" and g.size and np.isnan(g).all() for g in got):
+        raise ValueError(f"{kind}:all-nan-output")
+    return got
+
+
+def variant_instance(inst: Instance, kind: str, detail: str, model, arrays: list[np.ndarray],
+                     expected: list[np.ndarray]) -> Instance:
+    store = {f"in:{i}": np.asarray(a) for i, a in enumerate(arrays)}
+    store.update({f"expected:{i}": np.asarray(e) for i, e in enumerate(expected)})
+    store["model"] = np.frombuffer(model.SerializeToString(), dtype=np.uint8).copy()
+    op_type = inst.op.split("::", 1)[-1].split(".")[0]
+    node = _main_node(model, op_type)
+    call = {**inst.call, "opset": {o.domain or "ai.onnx": o.version for o in model.opset_import}, "variant": kind}
+    return Instance(op=inst.op, framework="onnx", call=call, inputs=[TensorSpec.of(a) for a in arrays],
+                    params={a.name: attribute_value(a) for a in node.attribute},
+                    origin=Origin("onnx_variants", f"{inst.origin.test} [{kind}: {detail}]", inst.origin.library),
+                    seed=inst.seed, arrays=store)
+
+
+@register
+class OnnxVariantSource(Source):
+    name = "onnx_variants"
+    framework = "onnx"
+    description = ("onnx_node cases with inputs as initializers / Constant nodes, at older opsets, with optional "
+                   "inputs and attributes left out (validated with onnx.reference)")
+    default_limit_per_op = None
+    bases = ("onnx_node",)
+    variants_per_op = 24
+
+    def library_versions(self) -> dict[str, str]:
+        return {"onnx": dist_version("onnx")}
+
+    def cache_extra(self) -> dict:
+        return {"variants_per_op": self.variants_per_op}
+
+    def harvest(self, limit_per_op: int | None = None) -> Iterator[Instance]:
+        cap = limit_per_op if limit_per_op is not None else self.variants_per_op
+        from dlci import operators
+        base, _ = load_with_stats("onnx_node")  # the whole suite, cached once; the wanted operators picked here
+        if self.ops:
+            base = operators.select(base, self.ops)
+        groups: dict[str, list[Instance]] = collections.defaultdict(list)
+        for inst in base:
+            groups[inst.op].append(inst)
+        kinds: collections.Counter = collections.Counter()
+        for op, insts in groups.items():
+            # round robin over the kinds, so a small cap still sees each way of presenting the operator
+            queues: dict[str, list] = collections.defaultdict(list)
+            for inst in insts:
+                try:
+                    for kind, detail, model, arrays in candidates(inst):
+                        queues[kind].append((inst, detail, model, arrays))
+                except Exception as e:  # an instance the rewriting cannot read: skipped, said
+                    self.skip(f"unreadable:{type(e).__name__}")
+            seen: set[str] = set()
+            n = 0
+            while n < cap and any(queues.values()):
+                for kind in KINDS:
+                    if n >= cap or not queues[kind]:
+                        continue
+                    inst, detail, model, arrays = queues[kind].pop(0)
+                    try:
+                        expected = validate(inst, kind, model, arrays)
+                        variant = variant_instance(inst, kind, detail, model, arrays, expected)
+                    except ValueError as e:
+                        self.skip(str(e).split(" ")[0] if str(e) else f"{kind}:invalid")
+                        continue
+                    if variant.id in seen:
+                        self.skip(f"{kind}:duplicate")
+                        continue
+                    seen.add(variant.id)
+                    kinds[kind] += 1
+                    n += 1
+                    yield variant
+        self.stats["kinds"] = dict(kinds)

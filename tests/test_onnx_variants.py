@@ -1,0 +1,82 @@
+"""onnx_variants: the ways real models present an operator to a converter (constants, older opsets, defaults)."""
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import onnx
+import pytest
+
+from dlci.outcome import PASS, UNSUPPORTED
+from dlci.sources import load_with_stats
+from dlci.sources.onnx_variants import KINDS
+from dlci.testcase import execute
+
+
+@pytest.fixture(scope="module")
+def variants(tmp_path_factory):
+    insts, stats = load_with_stats("onnx_variants", cache_dir=tmp_path_factory.mktemp("cache"),
+                                   ops=["onnx::ReduceMax", "onnx::Clip", "onnx::LayerNormalization"])
+    return insts, stats
+
+
+def _model(inst):
+    return onnx.load_from_string(inst.arrays["model"].tobytes())
+
+
+def test_each_kind_is_derived_and_valid(variants):
+    insts, stats = variants
+    kinds = collections.Counter(i.call["variant"] for i in insts)
+    assert {"initializer", "constant_node", "all_initializers", "opset", "optional_absent",
+            "attribute_default"} <= set(kinds), kinds
+    assert set(kinds) <= set(KINDS)
+    for inst in insts:
+        model = _model(inst)
+        onnx.checker.check_model(model, full_check=True)
+        assert inst.origin.source == "onnx_variants" and f"[{inst.call['variant']}:" in inst.origin.test
+        assert len(inst.inputs) == len([i for i in model.graph.input
+                                        if i.name not in {t.name for t in model.graph.initializer}])
+        assert inst.expected_arrays() is not None
+
+
+def test_constant_inputs_keep_the_outputs_and_move_the_input_out_of_the_graph_inputs(variants):
+    insts, _ = variants
+    v = next(i for i in insts if i.op == "onnx::ReduceMax" and i.call["variant"] == "initializer")
+    model = _model(v)
+    assert len(model.graph.input) == 1 and model.graph.initializer[0].data_type == onnx.TensorProto.INT64
+    c = next(i for i in insts if i.op == "onnx::ReduceMax" and i.call["variant"] == "constant_node")
+    assert [n.op_type for n in _model(c).graph.node] == ["Constant", "ReduceMax"]
+
+
+def test_older_opsets_are_declared(variants):
+    insts, _ = variants
+    clip = {i.call["opset"]["ai.onnx"] for i in insts if i.op == "onnx::Clip" and i.call["variant"] == "opset"}
+    assert clip and max(clip) < 13
+
+
+def test_the_variants_pass_the_reference_runtime(variants):
+    insts, _ = variants
+    for inst in insts[::3]:
+        o = execute(inst, "onnxruntime")
+        assert o.status == PASS, (inst.origin.test, o.status, o.message)
+
+
+def test_a_constant_input_takes_the_converter_path_the_graph_input_never_reaches(variants):
+    """TVM's ReduceMax-18 converts only constant axes: the backend case (axes fed at run time) is unsupported, its
+    initializer variant is converted, compiled and compared."""
+    pytest.importorskip("tvm")
+    insts, _ = variants
+    from dlci.sources import load
+    v = next(i for i in insts if i.op == "onnx::ReduceMax" and i.call["variant"] == "initializer")
+    base_test = v.origin.test.split(" [")[0]
+    base = next(i for i in load("onnx_node") if i.origin.test == base_test)
+    assert execute(base, "tvm.from_onnx").status == UNSUPPORTED
+    assert execute(v, "tvm.from_onnx").status == PASS
+
+
+def test_bare_framework_spellings_select_their_operators():
+    from dlci import operators
+    from dlci.sources import load
+    insts = load("onnx_node")
+    assert {i.op for i in operators.select(insts, ["ReduceMax"])} >= {"onnx::ReduceMax"}
+    assert np.all([i.op != "onnx::ReduceMax" for i in operators.select(insts, ["relu"])])
