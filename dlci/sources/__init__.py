@@ -247,11 +247,12 @@ def stable_seed(*parts: str) -> int:
 
 # The built-in sources register themselves on import (plugins of this registry: they import it, it names them).
 BUILTIN_MODULES = ("dlci.sources.opinfo", "dlci.sources.modules", "dlci.sources.onnx_node", "dlci.sources.harvest",
-                   "dlci.sources.boundary", "dlci.sources.nan_search", "dlci.sources.onnx_variants")
+                   "dlci.sources.boundary", "dlci.sources.nan_search", "dlci.sources.onnx_variants",
+                   "dlci.sources.torch_variants")
 # what `dlci test` and `dlci scan` load when no --sources / .dlci.yml sources are given
 DEFAULT_SOURCES = ("opinfo", "module_db", "onnx_node", "keras_tests")
 # what `dlci scan` adds for the operators a PR touches: the variants of their cases that take other converter paths
-PR_SOURCES = DEFAULT_SOURCES + ("onnx_variants",)
+PR_SOURCES = DEFAULT_SOURCES + ("onnx_variants", "torch_variants")
 
 
 def _import_builtin_sources() -> None:

@@ -1,0 +1,159 @@
+"""``torch_variants``: OpInfo calls re-spelled the ways user code writes them, which converters read differently.
+
+An FX graph keeps a call as it was written: ``F.conv_transpose2d(x, w, None, 2)`` and ``F.conv_transpose2d(x, w,
+stride=2)`` become nodes whose ``args``/``kwargs`` differ, and a converter that reads ``node.args[3]`` or
+``node.kwargs["stride"]`` only sees one of them. OpInfo samples pass most settings by keyword; per ``torch_fn``
+instance of ``opinfo``, the kinds:
+
+- ``keywords``: every argument after the first passed by name (where the function accepts it by name);
+- ``positional``: keyword arguments passed by position, as far as the parameter order allows;
+- ``defaults_omitted``: keyword arguments whose value is the parameter's default left out.
+
+Each variant must compute what its base instance computes (the eager reference, compared in-process): one that does
+not, or that the function rejects, is dropped and counted.
+"""
+from __future__ import annotations
+
+import collections
+import copy
+import warnings
+from typing import Iterator
+
+import numpy as np
+
+from dlci.instance import Instance, Origin
+from dlci.sources import Source, load_with_stats, register
+from dlci.sources._common import dist_version
+
+KINDS = ("keywords", "positional", "defaults_omitted")
+
+
+def _params(fn_path: str) -> list[dict] | None:
+    from dlci.reduce._introspect import torch_fn_params
+    try:
+        params = torch_fn_params(fn_path)
+    except Exception:
+        return None
+    if not params or any(p.get("var") for p in params):
+        return None  # *args: no names to move arguments to
+    return params
+
+
+def _defaults(fn_path: str) -> dict:
+    """Parameter defaults from the Python signature (none for builtins that have no signature)."""
+    import inspect
+    from dlci.instance.recipe import try_resolve
+    try:
+        sig = inspect.signature(try_resolve(fn_path))
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: p.default for p in sig.parameters.values() if p.default is not p.empty}
+
+
+def _plain(v) -> bool:
+    return v is None or isinstance(v, (bool, int, float, str)) or (
+        isinstance(v, (list, tuple)) and all(isinstance(x, (bool, int, float)) for x in v))
+
+
+def candidates(inst: Instance) -> Iterator[tuple[str, str, dict]]:
+    """(kind, detail, call) re-spellings of one torch_fn instance, before validation."""
+    call = inst.call
+    params = _params(call["fn"])
+    if params is None:
+        return
+    names = [p["name"] for p in params]
+    args, kwargs = list(call.get("args", [])), dict(call.get("kwargs", {}))
+    if len(args) > len(params):
+        return
+    movable = [i for i in range(1, len(args)) if params[i]["keyword"] and params[i]["name"] not in kwargs]
+    if movable:
+        first = movable[0]
+        if all(i in movable for i in range(first, len(args))):
+            new_args = args[:first]
+            new_kwargs = {**{params[i]["name"]: args[i] for i in range(first, len(args))}, **kwargs}
+            yield ("keywords", f"{', '.join(params[i]['name'] for i in range(first, len(args)))} by name",
+                   {**call, "args": new_args, "kwargs": new_kwargs})
+    moved = []
+    new_args, new_kwargs = list(args), dict(kwargs)
+    for p in params[len(args):]:
+        if p["name"] not in new_kwargs or p.get("kwonly"):
+            break
+        new_args.append(new_kwargs.pop(p["name"]))
+        moved.append(p["name"])
+    if moved:
+        yield ("positional", f"{', '.join(moved)} by position", {**call, "args": new_args, "kwargs": new_kwargs})
+    defaults = _defaults(call["fn"])
+    same = [k for k, v in kwargs.items() if k in defaults and _plain(v) and _plain(defaults[k])
+            and v == defaults[k] and k in names]
+    if same:
+        yield ("defaults_omitted", f"{', '.join(same)} left to the default",
+               {**call, "kwargs": {k: v for k, v in kwargs.items() if k not in same}})
+
+
+def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    return len(a) == len(b) and all(
+        x.shape == y.shape and x.dtype == y.dtype
+        and (x.dtype.kind not in "biufc" or np.allclose(x, y, rtol=1e-6, atol=1e-6, equal_nan=True))
+        for x, y in zip(a, b))
+
+
+@register
+class TorchVariantSource(Source):
+    name = "torch_variants"
+    framework = "torch"
+    description = "opinfo calls with arguments by name, by position, and defaults left out (same eager result)"
+    default_limit_per_op = None
+    bases = ("opinfo",)
+    variants_per_op = 8
+
+    def library_versions(self) -> dict[str, str]:
+        return {"torch": dist_version("torch")}
+
+    def cache_extra(self) -> dict:
+        return {"variants_per_op": self.variants_per_op}
+
+    def harvest(self, limit_per_op: int | None = None) -> Iterator[Instance]:
+        from dlci import models
+        cap = limit_per_op if limit_per_op is not None else self.variants_per_op
+        from dlci import operators
+        base, _ = load_with_stats("opinfo")  # the cached harvest; the wanted operators picked here
+        if self.ops:
+            base = operators.select(base, self.ops)
+        groups: dict[str, list[Instance]] = collections.defaultdict(list)
+        for inst in base:
+            if inst.call.get("kind") == "torch_fn":
+                groups[inst.op].append(inst)
+        kinds: collections.Counter = collections.Counter()
+        for op, insts in groups.items():
+            queues: dict[str, list] = collections.defaultdict(list)
+            for inst in insts:
+                for kind, detail, call in candidates(inst):
+                    queues[kind].append((inst, detail, call))
+            seen: set[str] = set()
+            n = 0
+            while n < cap and any(queues.values()):
+                for kind in KINDS:
+                    if n >= cap or not queues[kind]:
+                        continue
+                    inst, detail, call = queues[kind].pop(0)
+                    variant = Instance(op=inst.op, framework="torch", call=copy.deepcopy(call),
+                                       inputs=list(inst.inputs), params=dict(inst.params),
+                                       origin=Origin("torch_variants", f"{inst.origin.test} [{kind}: {detail}]",
+                                                     inst.origin.library), seed=inst.seed, arrays=dict(inst.arrays))
+                    if variant.id in seen:
+                        continue
+                    try:
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("ignore")
+                            same = _same(models.reference(variant)[0], models.reference(inst)[0])
+                    except Exception:
+                        self.skip(f"{kind}:rejected")
+                        continue
+                    if not same:
+                        self.skip(f"{kind}:changed-outputs")
+                        continue
+                    seen.add(variant.id)
+                    kinds[kind] += 1
+                    n += 1
+                    yield variant
+        self.stats["kinds"] = dict(kinds)
