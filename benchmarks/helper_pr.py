@@ -114,13 +114,20 @@ def main() -> None:
     ap.add_argument("--before", default="64c20e1", help="git revision of dlci to compare with")
     ap.add_argument("--budget", type=float, default=240.0)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--reuse-before", type=Path,
+                    help="a previous run's --json: take its 'before' run (same sample, budget and machine) instead of "
+                         "scanning again (the old tree's scan ignores the budget after testing: ~25 min)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="dlci-helper-pr-"))
     from dlci import samples
     before_tree = extract(args.before, work / "before")
     repo = samples.build(SAMPLE, work / "repo")  # the PR, built once, scanned by both (the older tree may lack it)
     result = {"benchmark": "helper_pr", "sample": SAMPLE, "budget": args.budget, "cpu_count": os.cpu_count()}
+    if args.reuse_before:
+        result["before"] = {**json.loads(args.reuse_before.read_text())["before"], "reused_from": str(args.reuse_before)}
     for name, tree in (("before", before_tree), ("after", ROOT)):
+        if name in result:
+            continue
         out = work / f"out-{name}"
         run = scan(tree, repo, out, args.budget)
         result[name] = summarise(run, out)

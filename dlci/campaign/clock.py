@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 
 TEST_SHARE = 0.6  # of the budget for running tests; the rest confirms, attributes, reduces and reproduces
+MIN_TEST_SHARE = 0.3  # what testing gets at least when preparation (a cold harvest, checkouts) ran long
 
 
 class Clock:
@@ -12,9 +13,22 @@ class Clock:
 
     def __init__(self, budget: float):
         self.start = time.monotonic()
+        self.budget = budget
+        self.setup_seconds = 0.0
         self.hard = self.start + budget
         self.tests_until = self.start + TEST_SHARE * budget
         self._post_start: float | None = None
+
+    def testing_starts(self) -> None:
+        """Preparation is over. With warm caches it is a few seconds and nothing changes; a cold harvest of a
+        source can take minutes, and testing still gets MIN_TEST_SHARE of the budget, the rest its share after
+        it: the run then overruns by what the preparation took beyond its slack."""
+        now = time.monotonic()
+        self.setup_seconds = now - self.start
+        floor = now + MIN_TEST_SHARE * self.budget
+        if floor > self.tests_until:
+            self.tests_until = floor
+            self.hard = max(self.hard, floor + (1 - TEST_SHARE) * self.budget)
 
     def post(self, fraction: float) -> float:
         """The moment ``fraction`` of the way through the post-processing window."""

@@ -118,6 +118,7 @@ def scan(req: ScanRequest) -> Report:
         findings: list = []
         base_env = None
         try:
+            clock.testing_starts()
             with stages.open_engine(options, campaign.targets, env=head_env) as engine:
                 stages.execute(campaign, tests, engine, options, trace_files=trace,
                                until=clock.tests_until, hard_until=clock.hard)
@@ -155,6 +156,7 @@ def scan(req: ScanRequest) -> Report:
             stages.report(campaign, findings or stages.collect(campaign), pr=pr).write(out)
             raise
         pr["known_issues_matched"] = sum(1 for f in report.findings if f.known)
+        report.stats["setup_seconds"] = round(clock.setup_seconds, 1)  # diff, sources, checkouts: before testing
         report.stats["seconds"] = round(time.time() - t0, 2)
         report.write(out)
         return report

@@ -234,7 +234,9 @@ class OnnxVariantSource(Source):
     def harvest(self, limit_per_op: int | None = None) -> Iterator[Instance]:
         cap = limit_per_op if limit_per_op is not None else self.variants_per_op
         from dlci import operators
-        base, _ = load_with_stats("onnx_node")  # the whole suite, cached once; the wanted operators picked here
+        # the base source loaded as dlci.sources.selection.gather loads it (same cache entry), the wanted operators
+        # picked here
+        base, _ = load_with_stats("onnx_node", limit_per_op=limit_per_op)
         if self.ops:
             base = operators.select(base, self.ops)
         groups: dict[str, list[Instance]] = collections.defaultdict(list)

@@ -116,9 +116,9 @@ class TorchVariantSource(Source):
         from dlci import models
         cap = limit_per_op if limit_per_op is not None else self.variants_per_op
         from dlci import operators
-        # OpInfo is harvested per wanted operator (its ids are aten::<name>); the wanted operators picked after
-        ops = sorted({*self.ops, *(f"aten::{o}" for o in self.ops if "::" not in o)}) if self.ops else None
-        base, _ = load_with_stats("opinfo", ops=ops)
+        # the base source loaded as dlci.sources.selection.gather loads it (same cache entry: a scan has just loaded
+        # it), the wanted operators picked here
+        base, _ = load_with_stats("opinfo", limit_per_op=limit_per_op)
         if self.ops:
             base = operators.select(base, self.ops)
         groups: dict[str, list[Instance]] = collections.defaultdict(list)
