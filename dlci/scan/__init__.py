@@ -129,9 +129,9 @@ def scan(req: ScanRequest) -> Report:
                 base = checkouts["base"] = Checkout.create(repo.path, repo.base, workdir, "base")
                 base.prepare(config, profiles_here)
                 base_env = base.env(config, *defaults)
-                findings = attribution.attribute(findings, campaign, options, base_env, clock.post(0.3))
+                findings = attribution.attribute(findings, campaign, options, base_env, clock.post(0.45))
                 attribution.relabel_support_crashes(findings)
-                findings += attribution.support_removed(campaign, options, base_env, head_env, clock.post(0.4))
+                findings += attribution.support_removed(campaign, options, base_env, head_env, clock.post(0.55))
                 findings = attribution.fold(findings)
                 for f in findings:
                     cov = [campaign.coverage.get((iid, f.target), {}) for iid in f.instances]
@@ -140,7 +140,7 @@ def scan(req: ScanRequest) -> Report:
             findings.sort(key=lambda f: not is_new(f))  # what the PR broke first: reduced and reproduced first
             if options.reduce and findings and not campaign.interrupted:
                 with stages.open_engine(options, campaign.targets, env=head_env) as engine:
-                    stages.reduce(findings, campaign, engine, options, until=clock.post(0.7))
+                    stages.reduce(findings, campaign, engine, options, until=clock.post(0.75))
             pr["coverage"] = coverage.summary(campaign, head.path, converter_files, repo, cache)
             pr["head_run"] = head.run_hint(head_env)
             if base_env is not None:

@@ -39,11 +39,13 @@ def attribute(findings: list[Finding], campaign: Campaign, options: RunOptions, 
     way there (same signature and, for wrong results, the very same wrong numbers) is old; one that passes, or fails
     otherwise, is new. A finding with both is split in two, so a new failure is never hidden in an old one. Returns
     the findings, split ones included."""
-    jobs = []
+    per_finding = []
     for f in findings:
         ids = [f.instance_id] + sorted((i for i in f.instances if i != f.instance_id),
                                        key=lambda i: campaign.instances[i].size())
-        jobs += [_job(f"base{f.id}", campaign, iid, f.target) for iid in ids[:BASE_RERUNS]]
+        per_finding.append([_job(f"base{f.id}", campaign, iid, f.target) for iid in ids[:BASE_RERUNS]])
+    # round robin: every finding's representative first, so a deadline leaves as few findings unattributed as it can
+    jobs = [js[k] for k in range(BASE_RERUNS) for js in per_finding if k < len(js)]
     results = _run(jobs, campaign, options, base_env, "base", deadline)
     out = []
     for f in findings:
