@@ -30,12 +30,12 @@ def framework_imports(library: str) -> str:
 
 
 def model_code(instance: Instance) -> str:
-    from dlci.findings.repro import MODEL_CODE
+    from dlci.rules.model_code import MODEL_CODE
     return MODEL_CODE[instance.call["kind"]](instance)
 
 
 def case_code(instance: Instance) -> str:
-    """The statement building the instance's Case from its model code's names (dlci.findings.repro.MODEL_CODE),
+    """The statement building the instance's Case from its model code's names (dlci.rules.model_code.MODEL_CODE),
     the same in the worker and in the reproducer."""
     names = {"inputs": "INPUTS", "params": "PARAMS", "op": "OP", "call": "CALL", "flatten": "flatten"}
     if instance.framework == "torch":
