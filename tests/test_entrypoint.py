@@ -88,7 +88,7 @@ def first_scan(sample, tmp_path_factory):
     fake.add_repo(REPO)
     fake.add_pull(REPO, PR, head_sha=head, base_sha=base, head_repo=REPO)
     code, log, outputs, summary = run_action(tmp, fake, pr_event(base, head),
-                                             {"token": "ghs_app", "repo-path": str(repo), "budget": "120",
+                                             {"token": "ghs_app", "repo-path": str(repo), "budget": "240",
                                               "out": str(tmp / "out")})
     yield {"fake": fake, "tmp": tmp, "code": code, "log": log, "outputs": outputs, "summary": summary,
            "base": base, "head": head, "repo": repo}
@@ -131,7 +131,7 @@ def test_second_run_updates_the_same_comment(first_scan, tmp_path):
     fake.add_comment(REPO, PR, "<!-- dlci:sticky-comment --> a user quoting our marker", user="octocat")
     fake.clear_log()
     code, log, outputs, _ = run_action(tmp_path, fake, pr_event(first_scan["base"], first_scan["head"]),
-                                       {"token": "ghs_app", "repo-path": str(first_scan["repo"]), "budget": "120",
+                                       {"token": "ghs_app", "repo-path": str(first_scan["repo"]), "budget": "240",
                                         "out": str(tmp_path / "out")})
     assert code == 1, log[-3000:]
     ours = [c for c in fake.comments_on(REPO, PR) if c.user == "github-actions[bot]"]

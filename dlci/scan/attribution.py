@@ -55,8 +55,9 @@ def attribute(findings: list[Finding], campaign: Campaign, options: RunOptions, 
             out.append(f)
             continue
         head = {o.instance_id: o for o in campaign.failures.get(f.signature, [])}
-        old = [i for i, o in base.items() if F.is_failure(o) and campaign.signature(o) == f.signature
-               and (i not in head or same_digest(o.digest, head[i].digest))]
+        old = [i for i, o in base.items() if F.is_failure(o) and (
+            campaign.signature(o) == f.signature and (i not in head or same_digest(o.digest, head[i].digest))
+            or _same_crash(o, f))]
         new = [i for i in base if i not in old]
         unattributed = [i for i in f.instances if i not in base]
         if old and new:  # one signature, two stories: report them apart
@@ -65,6 +66,12 @@ def attribute(findings: list[Finding], campaign: Campaign, options: RunOptions, 
         else:
             out.append(_part(f, f.instances, bool(new), base, campaign))
     return out
+
+
+def _same_crash(base: Outcome, f: Finding) -> bool:
+    """A crash the base revision has too, at the same stage with the same exception, only worded otherwise (a
+    refactor that routes a call elsewhere changes the message of an input it never accepted): not the PR's."""
+    return f.oracle == "crash" and base.status == "crash" and base.stage == f.stage and base.symptom == f.symptom
 
 
 def _part(f: Finding, instances: list[str], new: bool, base: dict[str, Outcome], campaign: Campaign,
