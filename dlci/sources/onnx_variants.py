@@ -20,7 +20,6 @@ is dropped (``<kind>:changed-outputs``); the others take the reference's outputs
 """
 from __future__ import annotations
 
-import collections
 import copy
 import warnings
 from typing import Iterator
@@ -29,7 +28,8 @@ import numpy as np
 
 from dlci.instance import Instance, Origin, TensorSpec
 from dlci.instance.recipe import attribute_value
-from dlci.sources import Source, load_with_stats, register
+from dlci.sources import register
+from dlci.sources.variant_base import VariantSource
 from dlci.sources._common import dist_version
 
 PRESERVING = ("initializer", "constant_node", "all_initializers", "opset")
@@ -216,60 +216,25 @@ def variant_instance(inst: Instance, kind: str, detail: str, model, arrays: list
 
 
 @register
-class OnnxVariantSource(Source):
+class OnnxVariantSource(VariantSource):
     name = "onnx_variants"
     framework = "onnx"
     description = ("onnx_node cases with inputs as initializers / Constant nodes, at older opsets, with optional "
                    "inputs and attributes left out (validated with onnx.reference)")
     default_limit_per_op = None
     bases = ("onnx_node",)
+    base_source = "onnx_node"
+    kinds = KINDS
     variants_per_op = 24
 
     def library_versions(self) -> dict[str, str]:
         return {"onnx": dist_version("onnx")}
 
-    def cache_extra(self) -> dict:
-        return {"variants_per_op": self.variants_per_op}
+    def candidates(self, inst: Instance):
+        for kind, detail, model, arrays in candidates(inst):
+            yield kind, (detail, model, arrays)
 
-    def harvest(self, limit_per_op: int | None = None) -> Iterator[Instance]:
-        cap = limit_per_op if limit_per_op is not None else self.variants_per_op
-        from dlci import operators
-        # the base source loaded as dlci.sources.selection.gather loads it (same cache entry), the wanted operators
-        # picked here
-        base, _ = load_with_stats("onnx_node", limit_per_op=limit_per_op)
-        if self.ops:
-            base = operators.select(base, self.ops)
-        groups: dict[str, list[Instance]] = collections.defaultdict(list)
-        for inst in base:
-            groups[inst.op].append(inst)
-        kinds: collections.Counter = collections.Counter()
-        for op, insts in groups.items():
-            # round robin over the kinds, so a small cap still sees each way of presenting the operator
-            queues: dict[str, list] = collections.defaultdict(list)
-            for inst in insts:
-                try:
-                    for kind, detail, model, arrays in candidates(inst):
-                        queues[kind].append((inst, detail, model, arrays))
-                except Exception as e:  # an instance the rewriting cannot read: skipped, said
-                    self.skip(f"unreadable:{type(e).__name__}")
-            seen: set[str] = set()
-            n = 0
-            while n < cap and any(queues.values()):
-                for kind in KINDS:
-                    if n >= cap or not queues[kind]:
-                        continue
-                    inst, detail, model, arrays = queues[kind].pop(0)
-                    try:
-                        expected = validate(inst, kind, model, arrays)
-                        variant = variant_instance(inst, kind, detail, model, arrays, expected)
-                    except ValueError as e:
-                        self.skip(str(e).split(" ")[0] if str(e) else f"{kind}:invalid")
-                        continue
-                    if variant.id in seen:
-                        self.skip(f"{kind}:duplicate")
-                        continue
-                    seen.add(variant.id)
-                    kinds[kind] += 1
-                    n += 1
-                    yield variant
-        self.stats["kinds"] = dict(kinds)
+    def build(self, inst: Instance, kind: str, payload) -> Instance:
+        detail, model, arrays = payload
+        expected = validate(inst, kind, model, arrays)
+        return variant_instance(inst, kind, detail, model, arrays, expected)

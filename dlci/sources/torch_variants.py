@@ -14,7 +14,6 @@ not, or that the function rejects, is dropped and counted.
 """
 from __future__ import annotations
 
-import collections
 import copy
 import warnings
 from typing import Iterator
@@ -22,7 +21,8 @@ from typing import Iterator
 import numpy as np
 
 from dlci.instance import Instance, Origin
-from dlci.sources import Source, load_with_stats, register
+from dlci.sources import register
+from dlci.sources.variant_base import VariantSource
 from dlci.sources._common import dist_version
 
 KINDS = ("keywords", "positional", "defaults_omitted")
@@ -98,64 +98,38 @@ def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
 
 
 @register
-class TorchVariantSource(Source):
+class TorchVariantSource(VariantSource):
     name = "torch_variants"
     framework = "torch"
     description = "opinfo calls with arguments by name, by position, and defaults left out (same eager result)"
     default_limit_per_op = None
     bases = ("opinfo",)
-    variants_per_op = 8
+    base_source = "opinfo"
+    kinds = KINDS
 
     def library_versions(self) -> dict[str, str]:
         return {"torch": dist_version("torch")}
 
-    def cache_extra(self) -> dict:
-        return {"variants_per_op": self.variants_per_op}
+    def accepts(self, inst: Instance) -> bool:
+        return inst.call.get("kind") == "torch_fn"
 
-    def harvest(self, limit_per_op: int | None = None) -> Iterator[Instance]:
+    def candidates(self, inst: Instance):
+        for kind, detail, call in candidates(inst):
+            yield kind, (detail, call)
+
+    def build(self, inst: Instance, kind: str, payload) -> Instance:
         from dlci import models
-        cap = limit_per_op if limit_per_op is not None else self.variants_per_op
-        from dlci import operators
-        # the base source loaded as dlci.sources.selection.gather loads it (same cache entry: a scan has just loaded
-        # it), the wanted operators picked here
-        base, _ = load_with_stats("opinfo", limit_per_op=limit_per_op)
-        if self.ops:
-            base = operators.select(base, self.ops)
-        groups: dict[str, list[Instance]] = collections.defaultdict(list)
-        for inst in base:
-            if inst.call.get("kind") == "torch_fn":
-                groups[inst.op].append(inst)
-        kinds: collections.Counter = collections.Counter()
-        for op, insts in groups.items():
-            queues: dict[str, list] = collections.defaultdict(list)
-            for inst in insts:
-                for kind, detail, call in candidates(inst):
-                    queues[kind].append((inst, detail, call))
-            seen: set[str] = set()
-            n = 0
-            while n < cap and any(queues.values()):
-                for kind in KINDS:
-                    if n >= cap or not queues[kind]:
-                        continue
-                    inst, detail, call = queues[kind].pop(0)
-                    variant = Instance(op=inst.op, framework="torch", call=copy.deepcopy(call),
-                                       inputs=list(inst.inputs), params=dict(inst.params),
-                                       origin=Origin("torch_variants", f"{inst.origin.test} [{kind}: {detail}]",
-                                                     inst.origin.library), seed=inst.seed, arrays=dict(inst.arrays))
-                    if variant.id in seen:
-                        continue
-                    try:
-                        with warnings.catch_warnings():
-                            warnings.simplefilter("ignore")
-                            same = _same(models.reference(variant)[0], models.reference(inst)[0])
-                    except Exception:
-                        self.skip(f"{kind}:rejected")
-                        continue
-                    if not same:
-                        self.skip(f"{kind}:changed-outputs")
-                        continue
-                    seen.add(variant.id)
-                    kinds[kind] += 1
-                    n += 1
-                    yield variant
-        self.stats["kinds"] = dict(kinds)
+        detail, call = payload
+        variant = Instance(op=inst.op, framework="torch", call=copy.deepcopy(call), inputs=list(inst.inputs),
+                           params=dict(inst.params), seed=inst.seed, arrays=dict(inst.arrays),
+                           origin=Origin("torch_variants", f"{inst.origin.test} [{kind}: {detail}]",
+                                         inst.origin.library))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                same = _same(models.reference(variant)[0], models.reference(inst)[0])
+        except Exception as e:
+            raise ValueError(f"{kind}:rejected") from e
+        if not same:
+            raise ValueError(f"{kind}:changed-outputs")
+        return variant
