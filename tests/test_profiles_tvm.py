@@ -155,3 +155,16 @@ def test_frontend_change_reaching_no_entry_is_reported_unmapped(tvm_repo):
     a = touched(pr(tvm_repo, "unmapped", {BASE_FX: [(old, old + "        # custom converters win over built-in ones\n")]}))
     assert a.touches == []
     assert any(u["region"] == "BaseFXGraphImporter.update_convert_map" for u in a.unmapped)
+
+
+def test_removed_opset_handler_selects_its_converter(tvm_repo):
+    """A PR that deletes a converter's `_impl_v18` (a real revert: TVM #18072) changes no head line inside the class:
+    the deleted method lives only on the base side, and still selects that converter, with nothing left unmapped."""
+    text = (Path(tvm_repo[0]) / ONNX).read_text()
+    start = text.index("class ReduceL1(OnnxOpConverter):")
+    method = text.index("    @classmethod\n    def _impl_v18(", start)
+    end = text.index("\n\nclass ", method)
+    a = touched(pr(tvm_repo, "onnx-reducel1-v18", {ONNX: [(text[method - 1:end], "")]}))
+    assert {(t.operator, t.namespace) for t in a.touches} == {("ReduceL1", "onnx")}
+    assert "removed by the PR" in a.touches[0].why
+    assert a.unmapped == []

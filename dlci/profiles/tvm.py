@@ -118,8 +118,6 @@ class TVMProfile(Profile):
                 entries = [e for e in index.entries if e.owner == fe.map_owner]
                 if side == "head":
                     head_keys = {e.key for e in entries}
-                else:  # the base side only adds what head cannot show: entries the PR removed
-                    entries = [e for e in entries if e.key not in head_keys]
                 changed = self._changed_in(side, changes, repo, touched, index)
                 if side == "head":
                     for key, where in changed.items():
@@ -128,15 +126,19 @@ class TVMProfile(Profile):
                     continue
                 for entry in entries:
                     hits = self._hits(entry, index, changed, library_names if side == "head" else {})
+                    if side == "base" and entry.key in head_keys:  # an edited map line shows on the head side
+                        hits = {k: v for k, v in hits.items() if not k[1].startswith("<module>@")}
                     for (file, region), (line, why) in hits.items():
                         explained.add((file, region))
                         result.touches.append(Touch(
                             operator=entry.key, namespace=entry.namespace, converter=entry.converter,
                             file=file, line=line,
-                            why=why if side == "head" else "convert-map entry removed (base line)",
+                            why=why if side == "head" else _base_why(why, entry.key in head_keys),
                             targets=reaching(fe.component), profile=self.name))
         for (file, region), (_, line) in sorted(frontend_regions.items()):
-            if (file, region) not in explained:
+            deletion_neighbour = (region.startswith("<module>@") and file in by_path
+                                  and line not in by_path[file].added and any(f == file for f, _ in explained))
+            if (file, region) not in explained and not deletion_neighbour:  # a deletion shows on the base side
                 result.unmapped.append({"file": file, "line": line, "region": region,
                                         "why": "changed frontend code that no convert-map entry reaches"})
         return result
@@ -209,6 +211,12 @@ class TVMProfile(Profile):
                     names.setdefault(tr.region.name.split(".")[0] if tr.region.parent is None
                                      else tr.region.name.split(".")[-1], (ch.path, tr.line))
         return names
+
+
+def _base_why(why: str, still_mapped: bool) -> str:
+    """Base-side hits only come from code the PR deleted (touched() keeps base regions that are gone at head): an
+    entry the PR removed, or code an entry that still exists reached on base (a removed `_impl_v18`)."""
+    return f"{why}: removed by the PR (base line)" if still_mapped else "convert-map entry removed (base line)"
 
 
 def _resolve(region_name: str, index: PyIndex) -> str | None:
