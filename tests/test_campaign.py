@@ -107,3 +107,20 @@ def test_sources_counts_operators_and_instances():
     assert row["operators"] == len(row["per_operator"]) > 100
     assert row["instances"] == sum(row["per_operator"].values())
     assert row["per_operator"]["onnx::Relu"] >= 1
+
+
+def test_unsupported_outcomes_kept_are_distinct_reasons():
+    """PR mode asks the base revision about a few 'unsupported' outcomes per (target, operator): they must be the
+    distinct reasons, not the first few instances (13 CumSum cases with a runtime axis hid the 8 the PR broke)."""
+    from dlci.campaign.state import UNSUPPORTED_KEPT, Campaign
+    from dlci.outcome import UNSUPPORTED, Outcome
+
+    campaign = Campaign(instances={}, targets={})
+    for i in range(13):
+        campaign.record(Outcome(f"runtime-axis{i}", "onnx::CumSum", "tvm.from_onnx", UNSUPPORTED, "convert",
+                                "ValueError", f"CumSum with non-constant axis input is not supported. Got {i}"), None)
+    campaign.record(Outcome("reverse", "onnx::CumSum", "tvm.from_onnx", UNSUPPORTED, "convert", "ValueError",
+                            "not supported type in emit_te: <class 'tvm.ir.expr.Call'>"), None)
+    kept = campaign.unsupported[("tvm.from_onnx", "onnx::CumSum")]
+    assert [o.instance_id for o in kept] == ["runtime-axis0", "reverse"]
+    assert len(kept) <= UNSUPPORTED_KEPT

@@ -10,7 +10,7 @@ from dlci.instance import Instance
 from dlci.outcome import CRASH, INCONSISTENT, STATUSES, UNSUPPORTED, Outcome
 
 CONFIRM_TRIES = 2  # instances tried per signature before a failure is called flaky
-UNSUPPORTED_KEPT = 4  # unsupported outcomes kept per (target, operator)
+UNSUPPORTED_KEPT = 4  # unsupported outcomes kept per (target, operator): one per distinct message
 
 
 @dataclass
@@ -53,8 +53,10 @@ class Campaign:
         for stage, secs in (outcome.timings or {}).items():
             self.stage_seconds[stage] += secs
         if outcome.status == UNSUPPORTED:
+            # distinct reasons first: the one the PR introduced is often not the first one met
             kept = self.unsupported.setdefault((outcome.target, outcome.op), [])
-            if len(kept) < UNSUPPORTED_KEPT:
+            said = F.normalize_message(outcome.message)
+            if len(kept) < UNSUPPORTED_KEPT and all(F.normalize_message(o.message) != said for o in kept):
                 kept.append(outcome)
         if not F.is_failure(outcome):
             return None

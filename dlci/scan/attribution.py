@@ -12,7 +12,7 @@ from dlci.findings import Finding
 from dlci.outcome import Outcome, same_digest
 
 BASE_RERUNS = 8  # instances of one finding re-run on the base revision, each attributed on its own
-SUPPORT_PROBES = 2  # instances per (target, operator) said unsupported on head that are tried on base
+SUPPORT_PROBES = 4  # instances per (target, operator) said unsupported on head that are tried on base
 SUPPORT_GROUPS = 40  # (target, operator) pairs probed at most
 
 
@@ -103,8 +103,10 @@ def support_removed(campaign: Campaign, options: RunOptions, base_env: dict, hea
     """Tests the head revision says it does not support (or crashes on saying "not implemented") that pass on the
     base revision: support the PR removed. Each is confirmed by a second head run before it counts."""
     groups = list(campaign.unsupported.items())[:SUPPORT_GROUPS]
-    probes = [_job(f"support{n}", campaign, o.instance_id, target) for n, ((target, _op), outs) in enumerate(groups)
-              for o in outs[:SUPPORT_PROBES]]
+    # round robin: every (target, operator)'s first reason before any second one, while the deadline lasts
+    ranked = sorted(((rank, n, o) for n, (_key, outs) in enumerate(groups)
+                     for rank, o in enumerate(outs[:SUPPORT_PROBES])), key=lambda t: t[:2])
+    probes = [_job(f"support{i}", campaign, o.instance_id, o.target) for i, (_r, _n, o) in enumerate(ranked)]
     on_base = _run(probes, campaign, options, base_env, "support", deadline)
     passed = [j for j in probes if j.id in on_base and on_base[j.id].status == "pass"]
     confirm = {j.id: _job(f"head{n}", campaign, j.instance_id, j.target) for n, j in enumerate(passed)}
