@@ -78,17 +78,19 @@ def _older_opsets(model, node, domain: str) -> list[int]:
     declared = next((o.version for o in model.opset_import if (o.domain or "") == domain), None)
     if declared is None:
         return []
-    versions = [s.since_version for s in _schemas(node.op_type, domain) if s.since_version < declared]
-    current = max((s.since_version for s in _schemas(node.op_type, domain) if s.since_version <= declared),
-                  default=None)
-    versions = [v for v in versions if v != current and v >= 7]  # ONNX Runtime runs opset 7 and later
-    if len(versions) > OLDER_OPSETS:
-        versions = versions[-(OLDER_OPSETS - 1):] + versions[:1]
-    return sorted(versions, reverse=True)
+    schemas = [s for s in _schemas(node.op_type, domain) if s.since_version <= declared]
+    # every older version may be reached (converters keep `_impl_v1` for the attribute forms, Clip-6's min/max); a
+    # version the reference cannot evaluate is dropped by validate(). Versions where the operator's form changed
+    # (inputs or attributes, as an `_impl_vN` split would) come first, newest first, then the others.
+    form = [(tuple(p.name for p in s.inputs), tuple(sorted(s.attributes))) for s in schemas]
+    older = list(range(len(schemas) - 2, -1, -1))
+    ranked = [i for i in older if form[i] != form[i + 1]] + [i for i in older if form[i] == form[i + 1]]
+    return sorted((schemas[i].since_version for i in ranked[:OLDER_OPSETS]), reverse=True)
 
 
-def _at_opset(model, version: int, domain: str):
-    """The model declared at ``version``: converted where onnx has an adapter, else re-declared as it is."""
+def _at_opset(model, version: int, domain: str, op_type: str):
+    """The model declared at ``version``: converted where onnx has an adapter, else re-declared with the constant
+    inputs that schema takes as attributes moved into them (Clip-6 min/max, Pad-2 pads, Squeeze-11 axes ...)."""
     from onnx import version_converter
     try:
         with warnings.catch_warnings():
@@ -101,7 +103,50 @@ def _at_opset(model, version: int, domain: str):
     for o in m.opset_import:
         if (o.domain or "") == domain:
             o.version = version
+    old = next((s for s in reversed(_schemas(op_type, domain)) if s.since_version <= version), None)
+    if old is not None:
+        _inputs_to_attributes(m, _main_node(m, op_type), old)
     return m
+
+
+RENAMED_ATTRIBUTES = {("Pad", "constant_value"): "value"}  # input name -> the attribute it was before
+
+
+def _inputs_to_attributes(model, node, schema) -> None:
+    """Constant inputs of ``node`` that ``schema`` (an older version) has as attributes of the same name, moved there;
+    the newest schema names the inputs. Inputs it cannot move (fed at run time) stay: validation then drops it."""
+    from onnx import AttributeProto, helper, numpy_helper
+    newest = _schemas(node.op_type, node.domain or "")[-1]
+    formal = [p.name for p in newest.inputs]
+    consts = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    consts.update({n.output[0]: numpy_helper.to_array(n.attribute[0].t) for n in model.graph.node
+                   if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value"})
+    keep = []
+    for pos, name in enumerate(node.input):
+        param = formal[pos] if pos < len(formal) else None
+        param = RENAMED_ATTRIBUTES.get((node.op_type, param), param)
+        attr = schema.attributes.get(param) if param and pos >= len(schema.inputs) else None
+        if attr is not None and not name:
+            continue  # an optional input left out: the attribute keeps its default
+        if attr is None or name not in consts:
+            keep.append(name)
+            continue
+        value = np.asarray(consts[name])
+        kind = {AttributeProto.INTS: lambda v: [int(x) for x in v.ravel()],
+                AttributeProto.FLOATS: lambda v: [float(x) for x in v.ravel()],
+                AttributeProto.INT: lambda v: int(v.ravel()[0]),
+                AttributeProto.FLOAT: lambda v: float(v.ravel()[0])}.get(attr.type)
+        if kind is None or (attr.type in (AttributeProto.INT, AttributeProto.FLOAT) and value.size != 1):
+            keep.append(name)
+            continue
+        node.attribute.append(helper.make_attribute(param, kind(value)))
+    del node.input[:]
+    node.input.extend(keep)
+    used = {i for n in model.graph.node for i in n.input}
+    for t in [t for t in model.graph.initializer if t.name not in used]:
+        model.graph.initializer.remove(t)
+    for n in [n for n in model.graph.node if n.op_type == "Constant" and n.output[0] not in used]:
+        model.graph.node.remove(n)
 
 
 def _optional_tail(node, schema) -> int:
@@ -141,7 +186,7 @@ def candidates(inst: Instance) -> Iterator[tuple[str, str, object, list[np.ndarr
                                                                               "initializer"))
     base_model, base_arrays = const_form or (model, arrays)
     for version in _older_opsets(model, node, domain):
-        yield ("opset", f"opset {version}", _at_opset(base_model, version, domain), base_arrays)
+        yield ("opset", f"opset {version}", _at_opset(base_model, version, domain, op_type), base_arrays)
     declared = next((o.version for o in model.opset_import if (o.domain or "") == domain), None)
     try:
         schema = onnx.defs.get_schema(op_type, declared, domain) if declared else None
