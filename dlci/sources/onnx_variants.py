@@ -81,10 +81,12 @@ def _older_opsets(model, node, domain: str) -> list[int]:
     schemas = [s for s in _schemas(node.op_type, domain) if s.since_version <= declared]
     # every older version may be reached (converters keep `_impl_v1` for the attribute forms, Clip-6's min/max); a
     # version the reference cannot evaluate is dropped by validate(). Versions where the operator's form changed
-    # (inputs or attributes, as an `_impl_vN` split would) come first, newest first, then the others.
+    # (inputs or attributes, as an `_impl_vN` split would) come first, newest first, then the first version (what
+    # `_impl_v1` converts), then the others.
     form = [(tuple(p.name for p in s.inputs), tuple(sorted(s.attributes))) for s in schemas]
     older = list(range(len(schemas) - 2, -1, -1))
-    ranked = [i for i in older if form[i] != form[i + 1]] + [i for i in older if form[i] == form[i + 1]]
+    ranked = [i for i in older if form[i] != form[i + 1]] + [0] + [i for i in older if form[i] == form[i + 1]]
+    ranked = list(dict.fromkeys(i for i in ranked if i in older))
     return sorted((schemas[i].since_version for i in ranked[:OLDER_OPSETS]), reverse=True)
 
 
@@ -139,7 +141,7 @@ def _inputs_to_attributes(model, node, schema) -> None:
         if kind is None or (attr.type in (AttributeProto.INT, AttributeProto.FLOAT) and value.size != 1):
             keep.append(name)
             continue
-        node.attribute.append(helper.make_attribute(param, kind(value)))
+        node.attribute.append(helper.make_attribute(param, kind(value), attr_type=attr.type))
     del node.input[:]
     node.input.extend(keep)
     used = {i for n in model.graph.node for i in n.input}
