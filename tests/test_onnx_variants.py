@@ -28,7 +28,7 @@ def test_each_kind_is_derived_and_valid(variants):
     insts, stats = variants
     kinds = collections.Counter(i.call["variant"] for i in insts)
     assert {"initializer", "constant_node", "all_initializers", "opset", "optional_absent",
-            "attribute_default"} <= set(kinds), kinds
+            "attribute_default", "symbolic_batch", "symbolic_dims"} <= set(kinds), kinds
     assert set(kinds) <= set(KINDS)
     for inst in insts:
         model = _model(inst)
@@ -81,3 +81,19 @@ def test_bare_framework_spellings_select_their_operators():
     insts = load("onnx_node")
     assert {i.op for i in operators.select(insts, ["ReduceMax"])} >= {"onnx::ReduceMax"}
     assert np.all([i.op != "onnx::ReduceMax" for i in operators.select(insts, ["relu"])])
+
+
+def test_symbolic_dims_are_declared_and_reach_the_converter_as_shape_variables(variants):
+    """A dynamic-batch model: the float input's leading dim is a dim_param, outputs keep their rank only; TVM imports it
+    with a shape variable (not pinned by the harness) and still computes the case's expected outputs."""
+    insts, _ = variants
+    v = next(i for i in insts if i.op == "onnx::Clip" and i.call["variant"] == "symbolic_batch")
+    model = _model(v)
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    assert dims[0].dim_param and all(d.HasField("dim_value") for d in dims[1:])
+    assert not any(d.HasField("dim_value") for d in model.graph.output[0].type.tensor_type.shape.dim)
+    pytest.importorskip("tvm")
+    from dlci.targets import get
+    mod = get("tvm.from_onnx").convert(model, v.input_arrays())
+    assert dims[0].dim_param in mod.script()  # the target keeps the symbolic dim the model declares
+    assert execute(v, "tvm.from_onnx").status == PASS

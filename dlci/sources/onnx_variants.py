@@ -11,6 +11,10 @@ optional inputs and attributes left out. Per base instance (``onnx_node``), the 
 - ``opset``: the model declared at each older version of the operator's schema (``onnx.version_converter`` where it
   has an adapter, else the same node re-declared when that version's schema accepts it), of the ``initializer``
   form where there is one, since older schemas often take those inputs as attributes;
+- ``symbolic_batch`` / ``symbolic_dims``: the leading dim / every dim > 1 of the runtime inputs declared symbolic
+  (``dim_param``), the dynamic-batch models converters import with shape variables (floating-point inputs only:
+  shapes, axes and indices keep their length);
+  outputs keep their rank, their sizes become unknown;
 - ``optional_absent``: trailing optional inputs left out; ``attribute_default``: one attribute that has a default
   left out.
 
@@ -32,7 +36,7 @@ from dlci.sources import register
 from dlci.sources.variant_base import VariantSource
 from dlci.sources._common import dist_version
 
-PRESERVING = ("initializer", "constant_node", "all_initializers", "opset")
+PRESERVING = ("initializer", "constant_node", "all_initializers", "opset", "symbolic_batch", "symbolic_dims")
 KINDS = PRESERVING + ("optional_absent", "attribute_default")
 OLDER_OPSETS = 4  # older schema versions tried per instance (the newest ones, and the oldest)
 
@@ -72,6 +76,31 @@ def _as_constants(model, arrays: list[np.ndarray], which: set[int], how: str):
             g.node.insert(0, helper.make_node("Constant", [], [vi.name], value=tensor))
         g.input.remove(vi)
     return m, [a for i, a in enumerate(arrays) if i not in which]
+
+
+def _symbolic(model, leading_only: bool):
+    """The case as it is (every input fed at run time: a dynamic dim shared with a constant would not be a valid model
+    for other sizes) with dims of its floating-point inputs declared symbolic (``dim_param``, one name per size so
+    that dims which must agree still do; size-1 dims stay, they broadcast); None when no dim qualifies. Output sizes
+    become unknown and value_info goes: inference recomputes them."""
+    import onnx
+    m = copy.deepcopy(model)
+    changed = False
+    floating = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
+    for vi in _runtime_inputs(m):
+        if vi.type.tensor_type.elem_type not in floating:
+            continue  # shapes, axes, indices: their length is part of the graph's meaning
+        for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+            if (axis == 0 or not leading_only) and d.HasField("dim_value") and d.dim_value > 1:
+                d.dim_param = f"n{d.dim_value}"  # setting the oneof clears dim_value
+                changed = True
+    if not changed:
+        return None
+    for vo in m.graph.output:
+        for d in vo.type.tensor_type.shape.dim:
+            d.ClearField("dim_value")  # rank kept, sizes unknown
+    del m.graph.value_info[:]
+    return m
 
 
 def _older_opsets(model, node, domain: str) -> list[int]:
@@ -187,6 +216,10 @@ def candidates(inst: Instance) -> Iterator[tuple[str, str, object, list[np.ndarr
         yield ("all_initializers", "every input an initializer", *_as_constants(model, arrays, set(range(n_in)),
                                                                               "initializer"))
     base_model, base_arrays = const_form or (model, arrays)
+    for kind, axes in (("symbolic_batch", "the leading dim"), ("symbolic_dims", "every dim > 1")):
+        symbolic = _symbolic(model, leading_only=kind == "symbolic_batch")
+        if symbolic is not None:
+            yield (kind, f"{axes} of the floating-point inputs symbolic", symbolic, arrays)
     for version in _older_opsets(model, node, domain):
         yield ("opset", f"opset {version}", _at_opset(base_model, version, domain, op_type), base_arrays)
     declared = next((o.version for o in model.opset_import if (o.domain or "") == domain), None)

@@ -86,8 +86,11 @@ class TVMFromONNX(_TVM):
         from tvm.relax.frontend.onnx import from_onnx
         from dlci.models import onnx_input_names
         names = onnx_input_names(model)
-        # concrete shapes: instances are static, and symbolic dims would only test shape inference
-        shape_dict = {n: list(x.shape) for n, x in zip(names, inputs)}
+        # concrete shapes, except for the dims the model itself declares symbolic (a dynamic batch): those are
+        # imported as a user imports them, as shape variables, which is a converter path of its own
+        symbolic = {vi.name for vi in model.graph.input
+                    if any(d.dim_param for d in vi.type.tensor_type.shape.dim)}
+        shape_dict = {n: list(x.shape) for n, x in zip(names, inputs) if n not in symbolic}
         dtype_dict = {n: str(x.dtype) for n, x in zip(names, inputs)}
         return from_onnx(model, shape_dict=shape_dict, dtype_dict=dtype_dict)
 
