@@ -442,11 +442,13 @@ def render_text(finding, inst: Instance, template: str | None = None) -> str:
     env = code_env()
     snippet = env.get_template(template or f"targets/{finding.target}.j2")
     # a snippet sets module_as_leaf when its entry point treats a standard torch.nn submodule apart (torch.fx)
-    leaf = bool(getattr(snippet.make_module({"framework": inst.framework, "model": "", "n_outputs": 1}),
-                        "module_as_leaf", False))
+    leaf = bool(getattr(snippet.make_module({"framework": inst.framework, "model": "", "n_outputs": 1,
+                                             "dynamic_shapes": ""}), "module_as_leaf", False))
     code, model = MODEL_CODE[inst.call["kind"]](inst, leaf=leaf)
     check = comparison(finding, inst, finding.target)
-    values = dict(framework=inst.framework, model=model, n_outputs=check.get("n_outputs", 1))
+    from dlci.models import dynamic_shapes_code
+    values = dict(framework=inst.framework, model=model, n_outputs=check.get("n_outputs", 1),
+                  dynamic_shapes=dynamic_shapes_code(inst))
     run = _block(snippet, "run", values)
     inputs = [array_code(x) for x in inst.input_arrays()]
     sections = [_data_section(inputs, check), code, check.get("oracle_code", "")]

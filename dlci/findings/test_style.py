@@ -37,6 +37,7 @@ import numpy as np
 from dlci.exec import cancel
 from dlci.findings import repro as R
 from dlci.instance import Instance
+from dlci.models import dynamic_shapes_code
 
 EXPECT_PREFIX = "# dlci-expect: "
 PASTE_BEGIN = "# --- paste into "
@@ -399,7 +400,7 @@ def render_test(finding, instance: Instance, out_dir: Path, *, style: str | None
     ctx = dict(f=finding, inst=inst, style=style, target=target, framework=fw, index=index, n_outputs=len(ref),
                flavour=flavour, test_name=f"test_{snake}_{finding.id}", op_camel=camel, op_snake=snake,
                symptom=finding.symptom if finding.oracle == "inconsistency" else "",
-               single=len(ref) == 1)
+               single=len(ref) == 1, dynamic_shapes=dynamic_shapes_code(inst))
     where, helper = PASTE_INTO.get(target, ("the target's test suite", None))
     ctx.update(paste_into=where.format(op=snake), helper=helper)
     reference = _reference_kind(inst, exported)

@@ -185,7 +185,42 @@ def _form_torch_module(instance: Instance):
 @form("exported_program", ("torch",))
 def _form_exported_program(instance: Instance):
     import torch
-    return torch.export.export(_torch_module(instance), tuple(torch_inputs(instance)))
+    args = tuple(torch_inputs(instance))
+    module = _torch_module(instance)
+    return torch.export.export(module, args, dynamic_shapes=_dynamic_shapes(instance, module))
+
+
+def dynamic_axes(instance: Instance) -> list[list[int]] | None:
+    """Per input, the dims torch.export takes dynamic for an instance that asks for them (``call["dynamic"]``,
+    torch_variants): the leading dim ("batch") or every dim > 1 ("all") of its floating-point inputs."""
+    which = instance.call.get("dynamic")
+    if not which:
+        return None
+    return [[axis for axis, size in enumerate(t.shape) if size > 1 and (axis == 0 or which == "all")]
+            if str(t.dtype).startswith(("float", "bfloat")) else [] for t in instance.inputs]
+
+
+def _dynamic_shapes(instance: Instance, module):
+    """dynamic_axes as Dim.AUTO: export keeps what the program allows dynamic and specializes the rest, as a user's
+    export does. A forward(*tensors) takes them as one tuple."""
+    import inspect
+    import torch
+    axes = dynamic_axes(instance)
+    if axes is None:
+        return None
+    spec = tuple({a: torch.export.Dim.AUTO for a in dims} or None for dims in axes)
+    params = list(inspect.signature(module.forward).parameters.values())
+    return (spec,) if len(params) == 1 and params[0].kind is inspect.Parameter.VAR_POSITIONAL else spec
+
+
+def dynamic_shapes_code(instance: Instance) -> str:
+    """The same, as source for a reproducer's torch.export.export call ("" for a static instance)."""
+    axes = dynamic_axes(instance)
+    if axes is None:
+        return ""
+    spec = ", ".join("{" + ", ".join(f"{a}: torch.export.Dim.AUTO" for a in dims) + "}" if dims else "None"
+                     for dims in axes)
+    return f", dynamic_shapes=({spec},)"
 
 
 def fixed_arity(module, n: int):

@@ -7,7 +7,10 @@ instance of ``opinfo``, the kinds:
 
 - ``keywords``: every argument after the first passed by name (where the function accepts it by name);
 - ``positional``: keyword arguments passed by position, as far as the parameter order allows;
-- ``defaults_omitted``: keyword arguments whose value is the parameter's default left out.
+- ``defaults_omitted``: keyword arguments whose value is the parameter's default left out;
+- ``dynamic_batch`` / ``dynamic_dims``: the same call exported with dynamic dims (``torch.export`` ``Dim.AUTO`` on
+  the leading dim / every dim > 1 of the float inputs): the exported program carries SymInts, which translators
+  convert on paths of their own (other forms run it as the static call).
 
 Each variant must compute what its base instance computes (the eager reference, compared in-process): one that does
 not, or that the function rejects, is dropped and counted.
@@ -25,7 +28,7 @@ from dlci.sources import register
 from dlci.sources.variant_base import VariantSource
 from dlci.sources._common import dist_version
 
-KINDS = ("keywords", "positional", "defaults_omitted")
+KINDS = ("keywords", "positional", "defaults_omitted", "dynamic_batch", "dynamic_dims")
 
 
 def _params(fn_path: str) -> list[dict] | None:
@@ -82,6 +85,11 @@ def candidates(inst: Instance) -> Iterator[tuple[str, str, dict]]:
         moved.append(p["name"])
     if moved:
         yield ("positional", f"{', '.join(moved)} by position", {**call, "args": new_args, "kwargs": new_kwargs})
+    floating = [t for t in inst.inputs if str(t.dtype).startswith(("float", "bfloat"))]
+    if any(t.shape and t.shape[0] > 1 for t in floating):
+        yield ("dynamic_batch", "leading dim of the float inputs dynamic", {**call, "dynamic": "batch"})
+    if any(sum(d > 1 for d in t.shape) > 1 for t in floating):
+        yield ("dynamic_dims", "every dim > 1 of the float inputs dynamic", {**call, "dynamic": "all"})
     defaults = _defaults(call["fn"])
     same = [k for k, v in kwargs.items() if k in defaults and _plain(v) and _plain(defaults[k])
             and v == defaults[k] and k in names]
