@@ -168,3 +168,19 @@ def test_removed_opset_handler_selects_its_converter(tvm_repo):
     assert {(t.operator, t.namespace) for t in a.touches} == {("ReduceL1", "onnx")}
     assert "removed by the PR" in a.touches[0].why
     assert a.unmapped == []
+
+
+def test_a_new_method_with_its_blank_line_selects_only_the_entries_that_use_it(tvm_repo):
+    """A real fix (TVM #17903, SELU) adds `_selu` to the shared base class, with the blank line after it, and points
+    the convert-map entries at it: the blank line sits at class level and must not count as a change of the whole
+    class (that selected every operator of both torch frontends)."""
+    text = (Path(tvm_repo[0]) / BASE_FX).read_text()
+    anchor = "    def _tril_triu(self, op: Callable) -> Callable:\n"
+    assert anchor in text
+    method = ("    def _selu(self, node):\n        x = self.env[node.args[0]]\n"
+              "        return self.block_builder.emit(relax.op.nn.selu(x))\n\n")
+    ep_text = (Path(tvm_repo[0]) / EP).read_text()
+    entry = next(ln for ln in ep_text.splitlines() if ln.strip().startswith('"selu.default":'))
+    a = touched(pr(tvm_repo, "selu-method", {BASE_FX: [(anchor, method + anchor)],
+                                              EP: [(entry, entry.split(":")[0] + ": self._selu,")]}))
+    assert {t.operator for t in a.touches} == {"selu.default"}

@@ -111,8 +111,11 @@ def touched(change: FileChange, head_text: str | None, base_text: str | None) ->
         n = line_count(head_text)
         at = _LineIndex(head_regions, n)
         seen: set[Region | None] = set()
+        blank = _blank_lines(head_text, change.added)
         for line in sorted(head_lines):
             if not 1 <= line <= max(n, 1):   # the "after" side of a deletion at the end of the file
+                continue
+            if line in blank:  # an added blank line after a new method would otherwise "change" the whole class
                 continue
             r = at(line)
             if r not in seen:
@@ -123,13 +126,22 @@ def touched(change: FileChange, head_text: str | None, base_text: str | None) ->
         alive = {r.name for r in head_regions}
         at = _LineIndex(base_regions, line_count(base_text))
         seen = set()
+        blank = _blank_lines(base_text, change.removed)
         for line in change.removed:
+            if line in blank:
+                continue
             r = at(line)
             if r in seen or (r is None and not gone) or (r is not None and r.name in alive):
                 continue   # module level of a file that still exists is reported on the head side
             seen.add(r)
             out.append(TouchedRegion(r, line, "base"))
     return out
+
+
+def _blank_lines(text: str, lines) -> set[int]:
+    """Of ``lines``, the empty ones in ``text`` (a comment may still say what changed; an empty line never does)."""
+    src = text.splitlines()
+    return {ln for ln in lines if not (src[ln - 1].strip() if 1 <= ln <= len(src) else "")}
 
 
 # ==============================================================================================================
