@@ -97,3 +97,20 @@ def test_symbolic_dims_are_declared_and_reach_the_converter_as_shape_variables(v
     mod = get("tvm.from_onnx").convert(model, v.input_arrays())
     assert dims[0].dim_param in mod.script()  # the target keeps the symbolic dim the model declares
     assert execute(v, "tvm.from_onnx").status == PASS
+
+
+def test_a_symbolic_dim_finding_reproduces_standalone(tmp_path):
+    """TVM's Expand with a symbolic input dim keeps the target shape's 1 instead of broadcasting the input's dim
+    (shape [2, 1, 6] for [2, 3, 6]): found by symbolic_batch only, and its reproducer declares the dim the same way."""
+    pytest.importorskip("tvm")
+    from dlci.outcome import INCONSISTENT
+    from dlci.targets import get
+    from tests.test_repro import finding_of, run_alone
+    insts, _ = load_with_stats("onnx_variants", cache_dir=tmp_path / "cache", ops=["onnx::Expand"])
+    found = [v for v in insts if v.call["variant"] == "symbolic_batch"
+             and execute(v, "tvm.from_onnx").status == INCONSISTENT]
+    assert found, "no symbolic Expand variant shows the wrong shape"
+    v = found[0]
+    path = get("tvm.from_onnx").render_repro(finding_of(v, "tvm.from_onnx"), v, tmp_path)
+    code, out, err = run_alone(path)
+    assert code == 1 and "REPRODUCED" in out, (code, out, err[-2000:])
