@@ -22,7 +22,8 @@ def test_keyword_and_positional_spellings_compute_the_same(variants):
     kinds = collections.Counter(i.origin.test.split(" [")[1].split(":")[0] for i in insts)
     assert {"keywords", "positional"} <= set(kinds), kinds
     base = {i.origin.test: i for i in load("opinfo") if i.op in {v.op for v in insts}}
-    for v in [v for v in insts if not v.call.get("dynamic")][:10]:  # the dynamic kinds keep the spelling
+    respelled = [v for v in insts if v.origin.test.split(" [")[1].split(":")[0] in ("keywords", "positional")]
+    for v in respelled[:10]:  # the dynamic and dtype kinds keep the spelling
         b = base[v.origin.test.split(" [")[0]]
         assert (v.call["args"], v.call["kwargs"]) != (b.call["args"], b.call["kwargs"])
         for x, y in zip(models.reference(v)[0], models.reference(b)[0]):
@@ -69,3 +70,13 @@ def test_a_dynamic_variant_exports_symbolic_dims_and_its_reproducer_does_too(tmp
     assert "dynamic_shapes=({0: torch.export.Dim.AUTO},)" in path.read_text()
     code, out, err = run_alone(path)
     assert code == 0, (out, err[-2000:])
+
+
+def test_dtype_variants_cast_the_float_inputs_and_keep_what_eager_runs(variants):
+    insts, stats = variants
+    cast = [v for v in insts if "[dtype:" in v.origin.test]
+    assert {t.dtype for v in cast for t in v.inputs} >= {"bfloat16", "float16"}
+    for v in cast[:6]:
+        assert "float32" not in {t.dtype for t in v.inputs}
+        out = models.reference(v)[0]  # eager runs it (bfloat16 arrays through ml_dtypes)
+        assert out and all(o.size for o in out)

@@ -108,7 +108,13 @@ class Instance:
         meta = dict(meta)
         meta["inputs"] = [TensorSpec(**s) for s in meta["inputs"]]
         meta["origin"] = Origin(**meta["origin"])
-        return cls(**meta, arrays=dict(arrays or {}))
+        arrays = dict(arrays or {})
+        for i, spec in enumerate(meta["inputs"]):
+            a = arrays.get(f"in:{i}")
+            if spec.dtype == "bfloat16" and a is not None and a.dtype.kind == "V":  # npz keeps ml_dtypes as raw bytes
+                import ml_dtypes
+                arrays[f"in:{i}"] = a.view(ml_dtypes.bfloat16)
+        return cls(**meta, arrays=arrays)
 
     def arrays_npz(self) -> bytes:
         buf = io.BytesIO()

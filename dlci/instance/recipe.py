@@ -18,9 +18,9 @@ from dlci.instance import Instance, decode_value
 
 
 def _torch_inputs(inst: Instance) -> list:
-    import torch
-    # copy: arrays from npz may be read-only, and ops must not write into the cached data
-    return [torch.from_numpy(np.array(a, copy=True)) for a in inst.input_arrays()]
+    from dlci.models.convert import np_to_torch
+    # copies: arrays from npz may be read-only, and ops must not write into the cached data; bfloat16 included
+    return [np_to_torch(a) for a in inst.input_arrays()]
 
 
 def _state_dict(inst: Instance) -> dict:

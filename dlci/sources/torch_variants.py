@@ -10,7 +10,9 @@ instance of ``opinfo``, the kinds:
 - ``defaults_omitted``: keyword arguments whose value is the parameter's default left out;
 - ``dynamic_batch`` / ``dynamic_dims``: the same call exported with dynamic dims (``torch.export`` ``Dim.AUTO`` on
   the leading dim / every dim > 1 of the float inputs): the exported program carries SymInts, which translators
-  convert on paths of their own (other forms run it as the static call).
+  convert on paths of their own (other forms run it as the static call);
+- ``dtype``: the float32 inputs cast to bfloat16 / float16 (dtype tables and casts in converters), kept where eager
+  PyTorch runs the op in that dtype; compared with the fp64 reference at that dtype's tolerance.
 
 Each variant must compute what its base instance computes (the eager reference, compared in-process): one that does
 not, or that the function rejects, is dropped and counted.
@@ -28,7 +30,8 @@ from dlci.sources import register
 from dlci.sources.variant_base import VariantSource
 from dlci.sources._common import dist_version
 
-KINDS = ("keywords", "positional", "defaults_omitted", "dynamic_batch", "dynamic_dims")
+KINDS = ("keywords", "positional", "defaults_omitted", "dynamic_batch", "dynamic_dims", "dtype")
+LOW_PRECISION = ("bfloat16", "float16")  # the float32 inputs cast to these (where eager runs the op in them)
 
 
 def _params(fn_path: str) -> list[dict] | None:
@@ -98,6 +101,19 @@ def candidates(inst: Instance) -> Iterator[tuple[str, str, dict]]:
                {**call, "kwargs": {k: v for k, v in kwargs.items() if k not in same}})
 
 
+def _cast_inputs(inst: Instance, dtype: str) -> tuple[dict, list]:
+    """The instance's float32 inputs cast to ``dtype`` (ml_dtypes for bfloat16); other inputs as they are."""
+    from dlci.instance import TensorSpec
+    target = np.dtype(dtype) if dtype != "bfloat16" else __import__("ml_dtypes").bfloat16
+    arrays, inputs = dict(inst.arrays), []
+    for i, a in enumerate(inst.input_arrays()):
+        if a.dtype == np.float32:
+            a = a.astype(target)
+            arrays[f"in:{i}"] = a
+        inputs.append(TensorSpec.of(a))
+    return arrays, inputs
+
+
 def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
     return len(a) == len(b) and all(
         x.shape == y.shape and x.dtype == y.dtype
@@ -123,21 +139,30 @@ class TorchVariantSource(VariantSource):
 
     def candidates(self, inst: Instance):
         for kind, detail, call in candidates(inst):
-            yield kind, (detail, call)
+            yield kind, (detail, call, None)
+        if any(t.dtype == "float32" for t in inst.inputs):
+            for dtype in LOW_PRECISION:
+                yield "dtype", (f"float32 inputs as {dtype}", inst.call, dtype)
 
     def build(self, inst: Instance, kind: str, payload) -> Instance:
         from dlci import models
-        detail, call = payload
-        variant = Instance(op=inst.op, framework="torch", call=copy.deepcopy(call), inputs=list(inst.inputs),
-                           params=dict(inst.params), seed=inst.seed, arrays=dict(inst.arrays),
+        detail, call, cast = payload
+        arrays, inputs = dict(inst.arrays), list(inst.inputs)
+        if cast:
+            arrays, inputs = _cast_inputs(inst, cast)
+        variant = Instance(op=inst.op, framework="torch", call=copy.deepcopy(call), inputs=inputs,
+                           params=dict(inst.params), seed=inst.seed, arrays=arrays,
                            origin=Origin("torch_variants", f"{inst.origin.test} [{kind}: {detail}]",
                                          inst.origin.library))
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                same = _same(models.reference(variant)[0], models.reference(inst)[0])
+                got = models.reference(variant)[0]
+                same = True if cast else _same(got, models.reference(inst)[0])
         except Exception as e:
             raise ValueError(f"{kind}:rejected") from e
         if not same:
             raise ValueError(f"{kind}:changed-outputs")
+        if cast and got and all(g.dtype.kind == "f" and g.size and not np.isfinite(g).any() for g in got):
+            raise ValueError(f"{kind}:no-finite-output")
         return variant
