@@ -284,3 +284,13 @@ def test_harvest_regenerates_large_tensors_from_a_seed(tmp_path):
     x = inst.arrays["in:0"]
     assert x.shape == (3, 4) and x.dtype == np.float32
     assert -2 <= x.min() and x.max() <= 2 and not np.allclose(x, np.linspace(-2, 2, 12).reshape(3, 4))
+
+
+def test_attention_samples_without_dropout_are_harvested(tmp_path):
+    """scaled_dot_product_attention is tagged nondeterministic for its dropout_p: its samples with dropout_p=0 are
+    deterministic and kept (a reverted TVM attention-layout fix went untested without them)."""
+    from dlci.sources import load_with_stats
+    insts, stats = load_with_stats("opinfo", cache_dir=tmp_path, ops=["aten::scaled_dot_product_attention"])
+    assert insts and stats["skipped"].get("random-argument")
+    assert all(not i.call["kwargs"].get("dropout_p") for i in insts)
+    assert {i.call["fn"] for i in insts} == {"torch.nn.functional.scaled_dot_product_attention"}

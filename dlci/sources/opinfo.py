@@ -56,10 +56,16 @@ def fn_path(op) -> str | None:
         # test-internal helpers would need torch's test tree in every worker: not a public operator
         if "testing._internal" not in c and try_resolve(c) is f:
             return c
-    if op.name in VALUES_UNDEFINED:
-        # their OpInfos wrap the call in a lambda that only forwards it (x.new_empty(...), torch.empty_strided(...))
+    if op.name in VALUES_UNDEFINED or op.name in RANDOM_ONLY_BY:
+        # their OpInfos wrap the call in a lambda that only forwards it (x.new_empty(...), torch.empty_strided(...),
+        # wrapper_set_seed(...))
         return next((c for c in (f"torch.{op.name}", f"torch.Tensor.{op.name}") if try_resolve(c) is not None), None)
     return None
+
+
+# ops whose only randomness is a probability argument: their samples with it at 0 are deterministic and kept
+# (scaled_dot_product_attention's dropout_p; the attention converters were otherwise never tested)
+RANDOM_ONLY_BY = {"nn.functional.scaled_dot_product_attention": "dropout_p"}
 
 
 def is_random(op) -> bool:
@@ -92,7 +98,7 @@ class OpInfoSource(Source):
             return "op:inplace"
         if op.is_factory_function and op.name not in VALUES_UNDEFINED:
             return "op:factory"  # (empty & co.: their converters are worth testing for shape, dtype and crashes)
-        if is_random(op):
+        if is_random(op) and op.name not in RANDOM_ONLY_BY:
             return "op:random"
         if not op.supports_dtype(torch.float32, "cpu"):
             return "op:no-float32"
@@ -173,6 +179,9 @@ class OpInfoSource(Source):
 
     def _instance(self, op, oid, path, sample, kind, k, seed, seen: set) -> Instance | None:
         import torch
+        if sample.kwargs.get(RANDOM_ONLY_BY.get(op.name, ""), 0):
+            self.skip("random-argument")
+            return None
         slots = Slots()
         try:
             if not any(isinstance(t, torch.Tensor) for t in _flat(sample.input)) and op.name not in VALUES_UNDEFINED:
