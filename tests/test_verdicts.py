@@ -164,3 +164,18 @@ def test_the_budget_bounds_the_whole_run_confirmation_reduction_and_reproducers_
     assert wall < budget + 20, (wall, log)  # interpreter start and imports, then the budget, then the report
     doc = json.loads((out / "findings.json").read_text())
     assert doc["stats"]["tests_run"] > 0
+
+
+def test_a_crash_the_base_has_with_the_same_exception_is_old_whatever_its_stage():
+    """A real refactor (TVM's Split via relax.op.split) moved the rejection of zero-size splits from convert to
+    compile, with another message: the input never worked, so the PR did not break it. Another exception is new."""
+    from dlci.findings import Finding
+    from dlci.outcome import CRASH, Outcome
+    from dlci.scan.attribution import _same_crash
+    f = Finding(id="F001", oracle="crash", operator="onnx::Split", target="tvm.from_onnx", target_version="",
+                symptom="InternalError", stage="compile", signature="s", message="split_indices must be sorted",
+                instance_id="i", origin={}, instances=["i"], operators=["onnx::Split"])
+    base = Outcome("i", "onnx::Split", "tvm.from_onnx", CRASH, "convert", "InternalError", "Check failed: sections")
+    assert _same_crash(base, f)
+    assert not _same_crash(Outcome("i", "onnx::Split", "tvm.from_onnx", CRASH, "convert", "ValueError", "x"), f)
+    assert not _same_crash(Outcome("i", "onnx::Split", "tvm.from_onnx", PASS), f)

@@ -129,7 +129,7 @@ def scan(req: ScanRequest) -> Report:
                 base = checkouts["base"] = Checkout.create(repo.path, repo.base, workdir, "base")
                 base.prepare(config, profiles_here)
                 base_env = base.env(config, *defaults)
-                findings = attribution.attribute(findings, campaign, options, base_env, clock.post(0.45))
+                findings = attribution.attribute(findings, campaign, options, base_env, clock.post(0.45), head_env)
                 attribution.relabel_support_crashes(findings)
                 findings += attribution.support_removed(campaign, options, base_env, head_env, clock.post(0.55))
                 findings = attribution.fold(findings)

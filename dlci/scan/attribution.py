@@ -13,6 +13,7 @@ from dlci.outcome import Outcome, same_digest
 
 BASE_RERUNS = 8  # instances of one finding re-run on the base revision, each attributed on its own
 SUPPORT_PROBES = 4  # instances per (target, operator) said unsupported on head that are tried on base
+HEAD_AGAIN = 2  # head re-runs of a wrong result whose numbers differ on base (are they stable at all?)
 SUPPORT_GROUPS = 40  # (target, operator) pairs probed at most
 
 
@@ -34,7 +35,7 @@ def _job(prefix: str, campaign: Campaign, iid: str, target: str) -> Job:
 
 
 def attribute(findings: list[Finding], campaign: Campaign, options: RunOptions, base_env: dict,
-              deadline: float) -> list[Finding]:
+              deadline: float, head_env: dict | None = None) -> list[Finding]:
     """Re-run each finding's instances on the base revision, each judged on its own: an instance that fails the same
     way there (same signature and, for wrong results, the very same wrong numbers) is old; one that passes, or fails
     otherwise, is new. A finding with both is split in two, so a new failure is never hidden in an old one. Returns
@@ -47,6 +48,7 @@ def attribute(findings: list[Finding], campaign: Campaign, options: RunOptions, 
     # round robin: every finding's representative first, so a deadline leaves as few findings unattributed as it can
     jobs = [js[k] for k in range(BASE_RERUNS) for js in per_finding if k < len(js)]
     results = _run(jobs, campaign, options, base_env, "base", deadline)
+    unsteady = _unsteady_values(findings, jobs, results, campaign, options, head_env, deadline)
     out = []
     for f in findings:
         base = {j.instance_id: results[j.id] for j in jobs if j.id.startswith(f"base{f.id}:") and j.id in results}
@@ -56,7 +58,8 @@ def attribute(findings: list[Finding], campaign: Campaign, options: RunOptions, 
             continue
         head = {o.instance_id: o for o in campaign.failures.get(f.signature, [])}
         old = [i for i, o in base.items() if F.is_failure(o) and (
-            campaign.signature(o) == f.signature and (i not in head or same_digest(o.digest, head[i].digest))
+            campaign.signature(o) == f.signature and (i not in head or same_digest(o.digest, head[i].digest)
+                                                      or i in unsteady)
             or _same_crash(o, f))]
         new = [i for i in base if i not in old]
         unattributed = [i for i in f.instances if i not in base]
@@ -68,10 +71,32 @@ def attribute(findings: list[Finding], campaign: Campaign, options: RunOptions, 
     return out
 
 
+def _unsteady_values(findings: list[Finding], jobs: list[Job], results: dict[str, Outcome], campaign: Campaign,
+                     options: RunOptions, head_env: dict | None, deadline: float) -> set[str]:
+    """Instances whose wrong numbers differ between head and base although both fail the same way: run once more on
+    head; those whose numbers change from run to run (reads of uninitialised memory) are not told apart by their
+    numbers, and count as failing the same way on both revisions."""
+    if head_env is None:
+        return set()
+    again = []
+    for f in findings:
+        head = {o.instance_id: o for o in campaign.failures.get(f.signature, [])}
+        for j in jobs:
+            o = results.get(j.id)
+            if (j.id.startswith(f"base{f.id}:") and o is not None and F.is_failure(o) and j.instance_id in head
+                    and campaign.signature(o) == f.signature and not same_digest(o.digest, head[j.instance_id].digest)):
+                again += [(_job(f"again{n}{f.id}", campaign, j.instance_id, f.target), head[j.instance_id])
+                          for n in range(HEAD_AGAIN)]
+    rerun = _run([j for j, _ in again], campaign, options, head_env, "head-again", deadline)
+    return {j.instance_id for j, first in again
+            if j.id in rerun and not same_digest(rerun[j.id].digest, first.digest)}
+
+
 def _same_crash(base: Outcome, f: Finding) -> bool:
-    """A crash the base revision has too, at the same stage with the same exception, only worded otherwise (a
-    refactor that routes a call elsewhere changes the message of an input it never accepted): not the PR's."""
-    return f.oracle == "crash" and base.status == "crash" and base.stage == f.stage and base.symptom == f.symptom
+    """A crash the base revision has too, with the same exception, only worded otherwise or raised at another stage
+    (a refactor that routes a call elsewhere changes the message, or moves to compile time the rejection of an input
+    the base rejected while converting): the input never worked, not the PR's doing."""
+    return f.oracle == "crash" and base.status == "crash" and base.symptom == f.symptom
 
 
 def _part(f: Finding, instances: list[str], new: bool, base: dict[str, Outcome], campaign: Campaign,
