@@ -198,3 +198,25 @@ def test_nan_and_dtype_findings_paste_only_their_check(tmp_path):
     f.symptom = "dtype mismatch"
     src = render_repro(f, inst, tmp_path).read_text()
     assert 'dtype.name != "float32"' in src and "def " not in src.split('"""', 2)[2]
+
+
+def test_findings_that_share_an_id_and_a_script_name_keep_a_script_each(tmp_path):
+    """The two parts of a split finding carry one id (and the same target and operator): each must get its own
+    script, and renumbering (F009 -> F006 while another finding still holds F006's name) must not overwrite or
+    delete another finding's script (a real scan died there with FileNotFoundError)."""
+    from dlci.campaign import RunOptions
+    from dlci.campaign.stages import reproduce
+    from dlci.campaign.state import Campaign
+    target = "tvm.from_fx"
+    a, b = elu(2.0), elu(3.0)
+    campaign = Campaign(instances={a.id: a, b.id: b}, targets={target: get(target)})
+    first, second = finding_of(a, target, "F006"), finding_of(b, target, "F009")
+    second_part = finding_of(b, target, "F009")
+    second_part.message = "the part new in the PR"
+    options = RunOptions(out=tmp_path, check_repros=False)
+    kept, _ = reproduce([second, second_part, first], campaign, options)
+    assert [f.id for f in kept] == ["F001", "F002", "F003"]
+    paths = [tmp_path / f.repro for f in kept]
+    assert len(set(paths)) == 3 and all(p.exists() for p in paths)
+    assert ("2.0" in paths[2].read_text()) and ("3.0" in paths[0].read_text())
+    assert not list((tmp_path / "repro").glob(".renumber-*"))

@@ -248,7 +248,11 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
     out = options.out
     (out / "repro").mkdir(parents=True, exist_ok=True)
     paths = {}
+    seen: set[str] = set()
     for f in findings:
+        while f.id in seen:  # the two parts of a split finding: each needs a script of its own
+            f.id += "b"
+        seen.add(f.id)
         try:
             paths[f.id] = _render(f, campaign, out)
             f.repro = str(paths[f.id].relative_to(out))
@@ -308,9 +312,25 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
                 if src.with_suffix(".log").exists():
                     src.with_suffix(".log").rename(dest.with_suffix(".log"))
                 f[key] = str(dest.relative_to(out))
-    for n, finding in enumerate(findings, start=1):
-        _renumber(finding, f"F{n:03d}", campaign, options)
+    # scripts are named by id: set every old one aside first, so that a new name never lands on a script (or log)
+    # another finding has not been renumbered from yet
+    aside = [_set_aside(finding, out) for finding in findings]
+    for n, (finding, old) in enumerate(zip(findings, aside), start=1):
+        _renumber(finding, f"F{n:03d}", campaign, options, old)
     return findings, unreproduced
+
+
+def _set_aside(finding: Finding, out: Path) -> dict[str, Path]:
+    """The finding's scripts and their logs renamed out of the way: key ("repro" / "test_style_repro") -> old path."""
+    moved = {}
+    for key in ("repro", "test_style_repro"):
+        rel = getattr(finding, key)
+        if rel and (out / rel).exists():
+            for path in (out / rel, (out / rel).with_suffix(".log")):
+                if path.exists():
+                    path.rename(path.with_name(f".renumber-{finding.id}-{path.name}"))
+            moved[key] = out / rel
+    return moved
 
 
 def _alternatives(finding: Finding, campaign: Campaign) -> list[str]:
@@ -322,25 +342,34 @@ def _alternatives(finding: Finding, campaign: Campaign) -> list[str]:
     return [i for i in first + rest if i != finding.instance_id and i in campaign.instances]
 
 
-def _renumber(finding: Finding, new_id: str, campaign: Campaign, options: RunOptions) -> None:
-    """Give a finding its final id; its scripts name the id, so they are rendered again under the new name."""
+def _renumber(finding: Finding, new_id: str, campaign: Campaign, options: RunOptions,
+              old: dict[str, Path]) -> None:
+    """Give a finding its final id; its scripts name the id, so they are rendered again under the new name (their
+    old files, set aside by _set_aside, are dropped; their logs follow)."""
     out = options.out
     old_id, finding.id = finding.id, new_id
-    if not finding.repro or old_id == new_id:
-        return
-    old_path = out / finding.repro
-    new_path = _render(finding, campaign, out)
-    old_path.unlink()
-    if old_path.with_suffix(".log").exists():
-        old_path.with_suffix(".log").rename(new_path.with_suffix(".log"))
-    finding.repro = str(new_path.relative_to(out))
+
+    def settle(key: str, new_path: Path) -> None:
+        if key not in old:
+            return
+        was = old[key]
+        aside = was.with_name(f".renumber-{old_id}-{was.name}")
+        if new_path.exists():
+            aside.unlink(missing_ok=True)
+        elif aside.exists():  # not rendered again (a renderer that gave up): the old script stays
+            aside.rename(new_path)
+        log = was.with_suffix(".log")
+        log = log.with_name(f".renumber-{old_id}-{log.name}")
+        if log.exists():
+            log.rename(new_path.with_suffix(".log"))
+
+    if finding.repro:
+        new_path = _render(finding, campaign, out)
+        settle("repro", new_path)
+        finding.repro = str(new_path.relative_to(out))
     if finding.test_style_repro:
-        old_test = out / finding.test_style_repro
         _render_test_style(finding, campaign, options)
-        if old_test.exists() and out / finding.test_style_repro != old_test:
-            old_test.unlink()
-            if old_test.with_suffix(".log").exists():
-                old_test.with_suffix(".log").rename((out / finding.test_style_repro).with_suffix(".log"))
+        settle("test_style_repro", out / finding.test_style_repro)
 
 
 def _render(finding: Finding, campaign: Campaign, out: Path) -> Path:
