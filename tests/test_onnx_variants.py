@@ -114,3 +114,56 @@ def test_a_symbolic_dim_finding_reproduces_standalone(tmp_path):
     path = get("tvm.from_onnx").render_repro(finding_of(v, "tvm.from_onnx"), v, tmp_path)
     code, out, err = run_alone(path)
     assert code == 1 and "REPRODUCED" in out, (code, out, err[-2000:])
+
+
+def _reverted_params_names(monkeypatch):
+    """TVM's fix f52143e reverted in the installed frontend: with keep_params_in_input the kept initializers are keyed
+    by their ONNX name, not by the variable's (an exporter's ``onnx::`` prefix removed), so converters that need a
+    constant (Reshape's shape) no longer find it."""
+    from tvm.relax.frontend.onnx import onnx_frontend
+    parse = onnx_frontend.ONNXGraphImporter._parse_graph_initializers
+
+    def reverted(self, graph):
+        parse(self, graph)
+        if self._keep_params_in_input:
+            self._params = {t.name: self._params[t.name.removeprefix("onnx::")] for t in graph.initializer}
+    monkeypatch.setattr(onnx_frontend.ONNXGraphImporter, "_parse_graph_initializers", reverted)
+
+
+def test_exported_params_find_a_reverted_fix_the_initializer_form_misses(tmp_path, monkeypatch):
+    """Initializers as torch.onnx names and shares them, imported as parameters the way TVM's own tests import: the
+    variant passes on the released frontend and crashes on it with the params-name fix reverted, which the plain
+    initializer form (imported as constants) never notices."""
+    pytest.importorskip("tvm")
+    import tvm
+    from dlci.models import onnx_keeps_params
+    from dlci.targets import get
+    insts, _ = load_with_stats("onnx_variants", cache_dir=tmp_path / "cache", ops=["onnx::Reshape"])
+    v = next(i for i in insts if i.call["variant"] == "exported_params")
+    plain = next(i for i in insts if i.call["variant"] == "initializer")
+    model = _model(v)
+    shape_input = model.graph.node[0].input[1]
+    assert shape_input.startswith("onnx::Reshape_") and onnx_keeps_params(model)
+    assert [n.input[1] for n in model.graph.node] == [shape_input, shape_input]  # one initializer, two nodes
+    assert len(model.graph.output) == 2 and not onnx_keeps_params(_model(plain))
+    mod, params = get("tvm.from_onnx").convert(model, v.input_arrays())
+    assert len(params) == 1 and isinstance(mod, tvm.IRModule)  # the shape is a kept parameter
+    assert execute(v, "tvm.from_onnx").status == PASS and execute(plain, "tvm.from_onnx").status == PASS
+    _reverted_params_names(monkeypatch)
+    assert execute(plain, "tvm.from_onnx").status == PASS
+    o = execute(v, "tvm.from_onnx")
+    assert o.status != PASS and o.stage == "convert", (o.status, o.message)
+
+
+def test_an_exported_params_reproducer_imports_with_kept_params(tmp_path):
+    """The reproducer of a kept-params case imports as the campaign did (initializers as inputs, passed after the
+    graph inputs): on the released frontend it runs to the end and says the case passes."""
+    pytest.importorskip("tvm")
+    from dlci.targets import get
+    from tests.test_repro import finding_of, run_alone
+    insts, _ = load_with_stats("onnx_variants", cache_dir=tmp_path / "cache", ops=["onnx::Reshape"])
+    v = next(i for i in insts if i.call["variant"] == "exported_params")
+    path = get("tvm.from_onnx").render_repro(finding_of(v, "tvm.from_onnx"), v, tmp_path)
+    assert "keep_params_in_input=keep" in path.read_text()
+    code, out, err = run_alone(path)
+    assert code == 0, (code, out, err[-2000:])

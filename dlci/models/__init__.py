@@ -426,6 +426,15 @@ def _ort_outputs(model, arrays: list[np.ndarray]) -> list[np.ndarray]:
     return [np.asarray(o) for o in sess.run(None, dict(zip(names, arrays)))]
 
 
+KEEP_PARAMS_KEY = "dlci.keep_params_in_input"  # ONNX metadata: import with the initializers as function inputs
+
+
+def onnx_keeps_params(model) -> bool:
+    """Whether the model asks converters that can to keep its initializers as inputs (TVM's keep_params_in_input,
+    how TVM's own tests and users who ship weights separately import a model)."""
+    return any(p.key == KEEP_PARAMS_KEY and p.value == "true" for p in model.metadata_props)
+
+
 def onnx_input_names(model) -> list[str]:
     """Graph inputs that are fed at run time (initializers with the same name are not)."""
     inits = {i.name for i in model.graph.initializer}

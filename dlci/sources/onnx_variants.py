@@ -8,6 +8,9 @@ optional inputs and attributes left out. Per base instance (``onnx_node``), the 
 - ``initializer``: every input but the first (the data) becomes an initializer; ``constant_node``: the same inputs
   as ``Constant`` nodes; ``all_initializers`` (two inputs or more): every input constant, so converters that fold
   constants fold this node;
+- ``exported_params``: the ``initializer`` form as an exporter writes it into a whole model: initializers named
+  ``onnx::<Op>_<n>`` and shared by a second copy of the node (an extra output), imported with the initializers as
+  inputs (TVM's ``keep_params_in_input``, marked in the model's metadata);
 - ``opset``: the model declared at each older version of the operator's schema (``onnx.version_converter`` where it
   has an adapter, else the same node re-declared when that version's schema accepts it), of the ``initializer``
   form where there is one, since older schemas often take those inputs as attributes;
@@ -37,7 +40,7 @@ from dlci.sources.variant_base import VariantSource
 from dlci.sources._common import dist_version
 
 PRESERVING = ("initializer", "constant_node", "all_initializers", "opset", "symbolic_batch", "symbolic_dims")
-KINDS = PRESERVING + ("optional_absent", "attribute_default")
+KINDS = PRESERVING + ("exported_params", "optional_absent", "attribute_default")
 OLDER_OPSETS = 4  # older schema versions tried per instance (the newest ones, and the oldest)
 
 
@@ -76,6 +79,36 @@ def _as_constants(model, arrays: list[np.ndarray], which: set[int], how: str):
             g.node.insert(0, helper.make_node("Constant", [], [vi.name], value=tensor))
         g.input.remove(vi)
     return m, [a for i, a in enumerate(arrays) if i not in which]
+
+
+def _exported_params(model, arrays: list[np.ndarray], which: set[int], op_type: str):
+    """The node as torch.onnx exports it into a whole model: inputs ``which`` as initializers named the exporter's
+    way (``onnx::<Op>_<n>``), each shared with a second copy of the node (an exporter stores a value once for every
+    node that needs it), and the model marked for import with its initializers as inputs (TVM's
+    ``keep_params_in_input``, how TVM's own tests import). The copy's outputs are extra graph outputs."""
+    from dlci.models import KEEP_PARAMS_KEY
+    m, rest = _as_constants(model, arrays, which, "initializer")
+    g = m.graph
+    node = _main_node(m, op_type)
+    for n, init in enumerate(i for i in g.initializer if i.name in set(node.input)):
+        new = f"onnx::{op_type}_{n}"
+        for nd in g.node:
+            nd.input[:] = [new if x == init.name else x for x in nd.input]
+        init.name = new
+    outs = {o.name: o for o in g.output}
+    if not all(o in outs for o in node.output if o):
+        return None  # an output another node consumes: the copy would not be a plain extra output
+    twin = copy.deepcopy(node)
+    twin.name = (node.name or op_type) + "_again"
+    twin.output[:] = [f"{o}_again" if o else o for o in node.output]
+    g.node.append(twin)
+    for o in node.output:
+        if o:
+            extra = copy.deepcopy(outs[o])
+            extra.name = f"{o}_again"
+            g.output.append(extra)
+    m.metadata_props.add(key=KEEP_PARAMS_KEY, value="true")
+    return m, rest
 
 
 def _symbolic(model, leading_only: bool):
@@ -212,6 +245,10 @@ def candidates(inst: Instance) -> Iterator[tuple[str, str, object, list[np.ndarr
         yield ("initializer", f"inputs {sorted(consts)} as initializers", *const_form)
         yield ("constant_node", f"inputs {sorted(consts)} as Constant nodes",
                *_as_constants(model, arrays, consts, "constant"))
+        exported = _exported_params(model, arrays, consts, op_type)
+        if exported is not None:
+            yield ("exported_params", f"inputs {sorted(consts)} as exporter-named initializers shared by two "
+                   "nodes, imported as parameters", *exported)
     if n_in >= 2:
         yield ("all_initializers", "every input an initializer", *_as_constants(model, arrays, set(range(n_in)),
                                                                               "initializer"))

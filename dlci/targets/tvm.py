@@ -84,7 +84,7 @@ class TVMFromONNX(_TVM):
 
     def convert(self, model: Any, inputs: Sequence[np.ndarray]) -> Any:
         from tvm.relax.frontend.onnx import from_onnx
-        from dlci.models import onnx_input_names
+        from dlci.models import onnx_input_names, onnx_keeps_params
         names = onnx_input_names(model)
         # concrete shapes, except for the dims the model itself declares symbolic (a dynamic batch): those are
         # imported as a user imports them, as shape variables, which is a converter path of its own
@@ -92,7 +92,20 @@ class TVMFromONNX(_TVM):
                     if any(d.dim_param for d in vi.type.tensor_type.shape.dim)}
         shape_dict = {n: list(x.shape) for n, x in zip(names, inputs) if n not in symbolic}
         dtype_dict = {n: str(x.dtype) for n, x in zip(names, inputs)}
-        return from_onnx(model, shape_dict=shape_dict, dtype_dict=dtype_dict)
+        if not onnx_keeps_params(model):
+            return from_onnx(model, shape_dict=shape_dict, dtype_dict=dtype_dict)
+        from tvm import relax
+        mod = from_onnx(model, shape_dict=shape_dict, dtype_dict=dtype_dict, keep_params_in_input=True)
+        mod, params = relax.frontend.detach_params(mod)
+        return mod, [p.numpy() for p in params.get("main", [])]
+
+    def compile(self, converted: Any) -> Any:
+        mod, params = converted if isinstance(converted, tuple) else (converted, [])
+        return super().compile(mod), params
+
+    def run(self, compiled: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        vm, params = compiled
+        return super().run(vm, [*inputs, *params])  # the kept parameters follow the inputs in main's signature
 
 
 @register
