@@ -80,3 +80,21 @@ def test_dtype_variants_cast_the_float_inputs_and_keep_what_eager_runs(variants)
         assert "float32" not in {t.dtype for t in v.inputs}
         out = models.reference(v)[0]  # eager runs it (bfloat16 arrays through ml_dtypes)
         assert out and all(o.size for o in out)
+
+
+def test_a_scalar_operand_takes_the_scalar_overload_and_its_type_promotion():
+    """A rank-0 tensor argument passed as a Python number selects add.Tensor with a scalar (pow.Tensor_Scalar…) and
+    promotes another way: an int64 tensor plus a float number is float32 in PyTorch. TVM's exported-program importer
+    keeps int64 there, which the sample as written (a float32 rank-0 tensor) never shows."""
+    pytest.importorskip("tvm")
+    from dlci.outcome import INCONSISTENT, PASS
+    insts, stats = load_with_stats("torch_variants", ops=["add"])
+    scalar = [v for v in insts if "[scalar_operand:" in v.origin.test]
+    assert scalar and stats["kinds"].get("scalar_operand") == len(scalar)
+    mixed = next(v for v in scalar if "an int64 tensor with a float scalar" in v.origin.test)
+    assert isinstance(mixed.call["args"][1], float) and [t.dtype for t in mixed.inputs] == ["int64"]
+    assert models.reference(mixed)[0][0].dtype.name == "float32"
+    base = next(i for i in load("opinfo") if i.origin.test == mixed.origin.test.split(" [")[0])
+    assert execute(base, "tvm.from_exported_program").status == PASS
+    o = execute(mixed, "tvm.from_exported_program")
+    assert o.status == INCONSISTENT and "int64" in o.message, (o.status, o.message)

@@ -11,6 +11,10 @@ instance of ``opinfo``, the kinds:
 - ``dynamic_batch`` / ``dynamic_dims``: the same call exported with dynamic dims (``torch.export`` ``Dim.AUTO`` on
   the leading dim / every dim > 1 of the float inputs): the exported program carries SymInts, which translators
   convert on paths of their own (other forms run it as the static call);
+- ``scalar_operand``: a rank-0 tensor argument after the first passed as a Python number, which selects another
+  overload (``pow.Tensor_Scalar``, ``add.Scalar``…) and another type promotion: the number as a float with the first
+  tensor cast to int64 (an integer tensor with a float scalar, the mixed case), as it is, as an int with an int64
+  tensor, and as an int with a float16 tensor;
 - ``dtype``: the float32 inputs cast to bfloat16 / float16 (dtype tables and casts in converters), kept where eager
   PyTorch runs the op in that dtype; compared with the fp64 reference at that dtype's tolerance.
 
@@ -30,7 +34,7 @@ from dlci.sources import register
 from dlci.sources.variant_base import VariantSource
 from dlci.sources._common import dist_version
 
-KINDS = ("keywords", "positional", "defaults_omitted", "dynamic_batch", "dynamic_dims", "dtype")
+KINDS = ("keywords", "positional", "defaults_omitted", "scalar_operand", "dynamic_batch", "dynamic_dims", "dtype")
 LOW_PRECISION = ("bfloat16", "float16")  # the float32 inputs cast to these (where eager runs the op in them)
 
 
@@ -101,6 +105,60 @@ def candidates(inst: Instance) -> Iterator[tuple[str, str, dict]]:
                {**call, "kwargs": {k: v for k, v in kwargs.items() if k not in same}})
 
 
+# (detail, cast of the first tensor or None, the number's type): the mixed-category promotion first, where
+# converters that type a Python scalar on their own go wrong
+SCALAR_FORMS = (("an int64 tensor with a float scalar", "int64", float), ("a float scalar", None, float),
+                ("an int64 tensor with an int scalar", "int64", int),
+                ("a float16 tensor with an int scalar", "float16", int))
+
+
+def _scalar_operands(inst: Instance) -> Iterator[tuple[str, dict, int, float | int, str | None]]:
+    """(detail, call, input position dropped, the number, cast of the first input) for each rank-0 float tensor
+    argument after the first one, in each of SCALAR_FORMS."""
+    call = inst.call
+    args = list(call.get("args", []))
+    first = args[0].get("$t") if args and isinstance(args[0], dict) else None
+    if first is None or inst.inputs[first].dtype != "float32":
+        return
+    arrays = inst.input_arrays()
+    for pos, arg in enumerate(args[1:], start=1):
+        j = arg.get("$t") if isinstance(arg, dict) else None
+        if j is None or j == first or inst.inputs[j].shape or inst.inputs[j].dtype != "float32":
+            continue
+        value = float(arrays[j])
+        for detail, cast, number in SCALAR_FORMS:
+            scalar = number(round(value)) if number is int else value
+            new_args = [_renumber(a, j) for a in args]
+            new_args[pos] = scalar
+            yield (f"argument {pos} as a Python {number.__name__} ({scalar!r}), {detail}",
+                   {**call, "args": new_args, "kwargs": _renumber(dict(call.get("kwargs", {})), j)}, j, cast)
+
+
+def _renumber(value, dropped: int):
+    """An encoded argument with tensor slots after ``dropped`` moved down by one."""
+    if isinstance(value, dict):
+        if "$t" in value and len(value) == 1:
+            return {"$t": value["$t"] - (value["$t"] > dropped)}
+        return {k: _renumber(v, dropped) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_renumber(v, dropped) for v in value]
+    return value
+
+
+def _without_input(inst: Instance, dropped: int, cast: str | None, first: int) -> tuple[dict, list]:
+    """Arrays and specs with input ``dropped`` gone and input ``first`` cast (int64 values rounded)."""
+    from dlci.instance import TensorSpec
+    kept = [(i, a) for i, a in enumerate(inst.input_arrays()) if i != dropped]
+    arrays = {k: v for k, v in inst.arrays.items() if not k.startswith("in:")}
+    inputs = []
+    for n, (i, a) in enumerate(kept):
+        if i == first and cast:
+            a = np.round(a).astype(cast) if cast.startswith("int") else a.astype(cast)
+        arrays[f"in:{n}"] = a
+        inputs.append(TensorSpec.of(a))
+    return arrays, inputs
+
+
 def _cast_inputs(inst: Instance, dtype: str) -> tuple[dict, list]:
     """The instance's float32 inputs cast to ``dtype`` (ml_dtypes for bfloat16); other inputs as they are."""
     from dlci.instance import TensorSpec
@@ -140,6 +198,8 @@ class TorchVariantSource(VariantSource):
     def candidates(self, inst: Instance):
         for kind, detail, call in candidates(inst):
             yield kind, (detail, call, None)
+        for detail, call, dropped, cast in _scalar_operands(inst):
+            yield "scalar_operand", (detail, call, ("scalar", dropped, cast))
         if any(t.dtype == "float32" for t in inst.inputs):
             for dtype in LOW_PRECISION:
                 yield "dtype", (f"float32 inputs as {dtype}", inst.call, dtype)
@@ -148,7 +208,11 @@ class TorchVariantSource(VariantSource):
         from dlci import models
         detail, call, cast = payload
         arrays, inputs = dict(inst.arrays), list(inst.inputs)
-        if cast:
+        if isinstance(cast, tuple):  # scalar_operand: one input became a number, the first may change dtype
+            _, dropped, first_cast = cast
+            arrays, inputs = _without_input(inst, dropped, first_cast, inst.call["args"][0]["$t"])
+            cast = first_cast
+        elif cast:
             arrays, inputs = _cast_inputs(inst, cast)
         variant = Instance(op=inst.op, framework="torch", call=copy.deepcopy(call), inputs=inputs,
                            params=dict(inst.params), seed=inst.seed, arrays=arrays,
