@@ -41,10 +41,23 @@ class _OpenVINO(Target):
         return ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
 
     def run(self, compiled: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        import ml_dtypes
+        import openvino as ov
         req = compiled.create_infer_request()
-        res = req.infer([np.require(x, requirements="C") for x in inputs])
-        # copies: the results alias the request's buffers
-        return [np.array(res[out], copy=True) for out in compiled.outputs]
+        res = req.infer([_bf16_tensor(x) if _is_bf16(x) else np.require(x, requirements="C") for x in inputs])
+        # copies: the results alias the request's buffers; OpenVINO hands bf16 results over as float16 bit patterns
+        return [np.array(res[out], copy=True).view(np.uint16).view(ml_dtypes.bfloat16) if out.get_element_type() == ov.Type.bf16
+                else np.array(res[out], copy=True) for out in compiled.outputs]
+
+
+def _is_bf16(x: np.ndarray) -> bool:
+    return x.dtype.name == "bfloat16"  # ml_dtypes' type: numpy has none
+
+
+def _bf16_tensor(x: np.ndarray) -> Any:
+    """An ml_dtypes bfloat16 array as an OpenVINO bf16 tensor (numpy's view of it is taken for float16 otherwise)."""
+    import openvino as ov
+    return ov.Tensor(np.require(x.view(np.uint16), requirements="C"), ov.Shape(list(x.shape)), ov.Type.bf16)
 
 
 def static_shapes(model: Any, inputs: Sequence[np.ndarray]) -> Any:
