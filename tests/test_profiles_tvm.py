@@ -149,12 +149,15 @@ def test_docs_only_change_touches_nothing_and_is_fast(tvm_repo):
 
 
 def test_frontend_change_reaching_no_entry_is_reported_unmapped(tvm_repo):
-    text = (Path(tvm_repo[0]) / BASE_FX).read_text()
-    old = "    def update_convert_map(self, custom_convert_map: dict[str, Callable]):\n"
-    assert old in text
-    a = touched(pr(tvm_repo, "unmapped", {BASE_FX: [(old, old + "        # custom converters win over built-in ones\n")]}))
+    """`detach_params` is a user utility in the shared common.py: no converter and no importer calls it.
+    (`update_convert_map`, this test's former example, is called by `from_exported_program` and now selects the
+    operators every graph has.)"""
+    rel = f"{FE}/common.py"
+    old = "def detach_params(mod: tvm.IRModule) -> tuple[tvm.IRModule, dict[str, list[tvm.runtime.Tensor]]]:\n"
+    assert old in (Path(tvm_repo[0]) / rel).read_text()
+    a = touched(pr(tvm_repo, "unmapped", {rel: [(old, old + "    # the params attribute is dropped from mod\n")]}))
     assert a.touches == []
-    assert any(u["region"] == "BaseFXGraphImporter.update_convert_map" for u in a.unmapped)
+    assert any(u["region"] == "detach_params" for u in a.unmapped)
 
 
 def test_removed_opset_handler_selects_its_converter(tvm_repo):
@@ -184,3 +187,56 @@ def test_a_new_method_with_its_blank_line_selects_only_the_entries_that_use_it(t
     a = touched(pr(tvm_repo, "selu-method", {BASE_FX: [(anchor, method + anchor)],
                                               EP: [(entry, entry.split(":")[0] + ": self._selu,")]}))
     assert {t.operator for t in a.touches} == {"selu.default"}
+
+
+COMMON_EP = {"add.Tensor", "mul.Tensor", "relu.default", "linear.default", "conv2d.default"}
+COMMON_FX = {"add", "mul", "relu", "linear", "conv2d"}
+
+
+def test_importer_input_helper_change_selects_the_operators_every_graph_has(tvm_repo):
+    """A real regression (TVM b1d1cdc4 reverted): deleting the bfloat16 branch of `_convert_data_type` breaks every
+    bf16 graph, because the importers type their graph inputs with it (`create_input_vars`). The converters that call
+    it (astype, full, arange...) are not enough: the upstream test is a plain `x + y`."""
+    text = (Path(tvm_repo[0]) / BASE_FX).read_text()
+    start = text.index("    def _convert_data_type(")
+    branch = text.index('        elif input_type in ["bfloat16",', start)
+    branch_end = text.index("\n        elif", branch + 10) + 1
+    a = touched(pr(tvm_repo, "drop-bf16", {BASE_FX: [(text[branch:branch_end], "")]}))
+    ops = by_target(a)
+    assert COMMON_EP <= ops["tvm.from_exported_program"] and COMMON_FX <= ops["tvm.from_fx"]
+    every = {t.why for t in a.touches if "runs for every graph" in t.why}
+    assert every == {f"BaseFXGraphImporter._convert_data_type runs for every graph (reached from {entry})"
+                     for entry in ("from_exported_program", "from_fx")}
+    # what the per-entry mapping found before stays: the converters that call the helper directly
+    assert any("helper BaseFXGraphImporter._convert_data_type" in t.why for t in a.touches)
+    assert not any(u["region"] == "BaseFXGraphImporter._convert_data_type" for u in a.unmapped)
+
+    # ONNX: a line added to the graph-input parser (head side)
+    onnx_text = (Path(tvm_repo[0]) / ONNX).read_text()
+    old = "    def _parse_graph_input(self, graph: onnx.onnx_ml_pb2.GraphProto):\n"
+    assert old in onnx_text
+    b = touched(pr(tvm_repo, "onnx-input", {ONNX: [(old, old + "        # graph inputs, less initializers\n")]}))
+    assert {t.operator for t in b.touches} == {"Add", "Mul", "Relu", "MatMul", "Conv"}
+    assert all(t.why == "ONNXGraphImporter._parse_graph_input runs for every graph (reached from from_onnx)"
+               for t in b.touches)
+    assert b.unmapped == []
+
+    # ONNX: a graph-level method deleted with its call: the method lives on the base side only
+    start = onnx_text.index("    def _check_for_unsupported_ops(")
+    method = onnx_text[start:onnx_text.index("    def _construct_nodes(", start)]
+    c = touched(pr(tvm_repo, "onnx-no-check", {ONNX: [(method, ""), ("        self._check_for_unsupported_ops(graph)\n",
+                                                                     "")]}))
+    removed = [t for t in c.touches if t.why.startswith("ONNXGraphImporter._check_for_unsupported_ops")]
+    assert {t.operator for t in removed} == {"Add", "Mul", "Relu", "MatMul", "Conv"}
+    assert all(t.why.endswith("(reached from from_onnx): removed by the PR (base line)") for t in removed)
+    assert c.unmapped == []
+
+
+def test_helper_of_one_converter_does_not_select_the_common_operators(tvm_repo):
+    text = (Path(tvm_repo[0]) / BASE_FX).read_text()
+    old = "def _diagonal_einsum_subscripts(ndim: int, dim1: int, dim2: int) -> str:\n"
+    assert old in text
+    a = touched(pr(tvm_repo, "diag-helper", {BASE_FX: [(old, old + "    # the diagonal goes last\n")]}))
+    ops = {t.operator for t in a.touches}
+    assert ops and not ops & (COMMON_EP | COMMON_FX)
+    assert all("helper _diagonal_einsum_subscripts" in t.why for t in a.touches)

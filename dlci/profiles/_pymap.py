@@ -68,6 +68,8 @@ def _refs_of(node: ast.AST) -> set:
                 refs.add(("attr", base.id, sub.attr))
             elif isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super":
                 refs.add(("self", sub.attr))
+            elif isinstance(base, ast.Call) and isinstance(base.func, ast.Name):
+                refs.add(("attr", base.func.id, sub.attr))  # ``Importer(...).from_fx(...)``: a method of that class
             chain = dotted(sub)
             if chain:
                 refs.add(("chain", chain))
@@ -144,11 +146,19 @@ class PyIndex:
                 return self.classes[c].methods[name]
         return None
 
-    def reach(self, refs: set, context: str | None) -> tuple[set[str], set[str]]:
-        """Functions and classes reachable from ``refs`` evaluated in class ``context``; plus library call chains."""
+    def reach(self, refs: set, context: str | None, program: bool = False) -> tuple[set[str], set[str]]:
+        """Functions and classes reachable from ``refs`` evaluated in class ``context``; plus library call chains.
+
+        ``program``: the refs are an importer's own code (``from_onnx``), not a convert-map entry. A class it names is
+        instantiated (its ``__init__`` runs, not every method as for a converter class), a method called on an
+        untyped object (``g.from_onnx(...)``) is looked up on the classes instantiated on the way, and a function that
+        builds a convert map is followed outside the map only: the converters are dispatched per node, not per graph.
+        """
         seen_f: set[tuple[str, str | None]] = set()
         classes: set[str] = set()
         chains: set[str] = set()
+        made: list[str] = []       # program: classes instantiated so far
+        called: set[str] = {"__init__"}  # program: method names called on untyped objects so far
         todo = [(refs, context)]
         while todo:
             refs, ctx = todo.pop()
@@ -162,6 +172,11 @@ class PyIndex:
                 elif kind == "name":
                     if ref[1] in self.funcs:
                         targets.append((ref[1], None))
+                    elif program and ref[1] in self.classes:
+                        if ref[1] not in made:
+                            made.append(ref[1])
+                            classes.add(ref[1])
+                            targets += [(q, ref[1]) for m in called if (q := self.method(ref[1], m))]
                     elif ref[1] in self.classes and ref[1] not in classes:
                         # a converter class: the dispatcher calls its _impl_vN, so every method in its chain counts
                         for c in self.mro(ref[1]):
@@ -172,16 +187,26 @@ class PyIndex:
                         q = self.method(ref[1], ref[2])
                         if q:
                             targets.append((q, ref[1]))
+                    elif program:
+                        called.add(ref[2])
+                        targets += [(q, c) for c in made if (q := self.method(c, ref[2]))]
                 elif kind == "chain":
                     chains.add(ref[1])
                 for q, c in targets:
                     if (q, c) not in seen_f:
                         seen_f.add((q, c))
-                        todo.append((self.funcs[q].refs, c))
+                        todo.append((self._outside_maps(q) if program else self.funcs[q].refs, c))
         for c in list(classes):
             classes.update(self.mro(c))
         classes.update(self.mro(context))
         return {q for q, _ in seen_f}, classes | {"#chain:" + c for c in chains}
+
+    def _outside_maps(self, qualname: str) -> set:
+        """A function's refs less those of the convert-map entries written inside it (``__init__`` builds the
+        TFLite map, ``create_convert_map`` the torch ones): building the map calls no converter."""
+        fn = self.funcs[qualname]
+        inside = [e.refs for e in self.entries if e.file == fn.file and fn.start <= e.start <= fn.end]
+        return fn.refs.difference(*inside)
 
 
 @functools.lru_cache(maxsize=32)

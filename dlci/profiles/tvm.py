@@ -3,7 +3,9 @@
 Each frontend is one declarative row: the files that hold its converters (the convert map's file first), the class
 that builds the map, how to read map keys, and the dlci targets (entry points) that run it. The operators come from
 the convert maps themselves (see ``_pymap``); a change to the library's own operator layer (``python/tvm/relax/op``,
-``python/tvm/topi``) selects the entries whose converters call the changed function.
+``python/tvm/topi``) selects the entries whose converters call the changed function. A change on the path the importer
+itself runs for every graph (``from_onnx`` and what it calls: graph inputs, parameters, the node loop, outputs) selects
+the frontend's few most common operators, since any graph would show it.
 """
 from __future__ import annotations
 
@@ -43,16 +45,23 @@ class Frontend:
     map_owner: str | None           # class whose method builds the map (None: a module-level map)
     key_namespace: Callable[[ast.AST], str | None]
     component: str                  # what the targets that run this frontend declare they reach
+    entry: str                      # module-level function that imports a whole graph (in files[0])
+    # map keys of the operators nearly every graph has: what a change on the entry's own path (graph inputs,
+    # parameters, the node loop, outputs), which runs for every graph whatever its operators, is tested with
+    common: tuple[str, ...] = ()
 
 
 FRONTENDS = (
     Frontend("exported_program", ("torch/exported_program_translator.py", "torch/base_fx_graph_translator.py",
-                                  "common.py"), "ExportedProgramImporter", _torch_key, "tvm:frontend.exported_program"),
+                                  "common.py"), "ExportedProgramImporter", _torch_key, "tvm:frontend.exported_program",
+             "from_exported_program", ("add.Tensor", "mul.Tensor", "relu.default", "linear.default", "conv2d.default")),
     Frontend("fx", ("torch/fx_translator.py", "torch/base_fx_graph_translator.py", "common.py"), "TorchFXImporter",
-             _torch_key, "tvm:frontend.fx"),
-    Frontend("onnx", ("onnx/onnx_frontend.py", "common.py"), None, _string_key("onnx"), "tvm:frontend.onnx"),
+             _torch_key, "tvm:frontend.fx", "from_fx", ("add", "mul", "relu", "linear", "conv2d")),
+    Frontend("onnx", ("onnx/onnx_frontend.py", "common.py"), None, _string_key("onnx"), "tvm:frontend.onnx",
+             "from_onnx", ("Add", "Mul", "Relu", "MatMul", "Conv")),
     Frontend("tflite", ("tflite/tflite_frontend.py", "tflite/tflite_flexbuffer.py", "common.py"), "OperatorConverter",
-             _string_key("tflite"), "tvm:frontend.tflite"),
+             _string_key("tflite"), "tvm:frontend.tflite", "from_tflite",
+             ("ADD", "MUL", "RELU", "FULLY_CONNECTED", "CONV_2D")),
 )
 
 
@@ -130,6 +139,21 @@ class TVMProfile(Profile):
                         hits = {k: v for k, v in hits.items() if not k[1].startswith("<module>@")}
                     for (file, region), (line, why) in hits.items():
                         explained.add((file, region))
+                        result.touches.append(Touch(
+                            operator=entry.key, namespace=entry.namespace, converter=entry.converter,
+                            file=file, line=line,
+                            why=why if side == "head" else _base_why(why, entry.key in head_keys),
+                            targets=reaching(fe.component), profile=self.name))
+                # a change on the importer's own path runs for every graph: no map entry reaches it (or only the
+                # few converters that share the helper), so the operators every graph has stand in for "any graph"
+                path = _entry_path(index, fe.entry) if changed else set()
+                common = [e for e in entries if e.key in fe.common]
+                for (file, region), (_, line) in changed.items():
+                    if region not in path:
+                        continue
+                    explained.add((file, region))
+                    why = f"{region} runs for every graph (reached from {fe.entry})"
+                    for entry in common:
                         result.touches.append(Touch(
                             operator=entry.key, namespace=entry.namespace, converter=entry.converter,
                             file=file, line=line,
@@ -217,6 +241,15 @@ def _base_why(why: str, still_mapped: bool) -> str:
     """Base-side hits only come from code the PR deleted (touched() keeps base regions that are gone at head): an
     entry the PR removed, or code an entry that still exists reached on base (a removed `_impl_v18`)."""
     return f"{why}: removed by the PR (base line)" if still_mapped else "convert-map entry removed (base line)"
+
+
+def _entry_path(index: PyIndex, entry: str) -> set[str]:
+    """Functions and instantiated classes that the module-level ``entry`` runs for every graph it imports."""
+    fn = index.funcs.get(entry)
+    if fn is None or fn.owner is not None:
+        return set()
+    funcs, classes = index.reach(fn.refs, None, program=True)
+    return funcs | {entry} | {c for c in classes if not c.startswith("#chain:")}
 
 
 def _resolve(region_name: str, index: PyIndex) -> str | None:
