@@ -220,3 +220,24 @@ def test_findings_that_share_an_id_and_a_script_name_keep_a_script_each(tmp_path
     assert len(set(paths)) == 3 and all(p.exists() for p in paths)
     assert ("2.0" in paths[2].read_text()) and ("3.0" in paths[0].read_text())
     assert not list((tmp_path / "repro").glob(".renumber-*"))
+
+
+def test_a_bfloat16_case_reproduces_standalone(tmp_path):
+    """numpy cannot save ml_dtypes' bfloat16 (np.save writes raw void) and torch.tensor cannot read it: a reproducer
+    carries bf16 values as float32 (exact) cast back, and feeds torch through float32. TVM's exported-program SELU
+    in bf16 is ~5 % off (reproduces); ReLU is right (runs to the end, exit 0)."""
+    pytest.importorskip("tvm")
+    import ml_dtypes
+    x = np.linspace(-3, 3, 24, dtype=np.float32).reshape(4, 6).astype(ml_dtypes.bfloat16)
+    verdicts = {}
+    for fn in ("selu", "relu"):
+        inst = Instance(op=f"aten::{fn}", framework="torch", origin=Origin("test", "hand"), arrays={"in:0": x},
+                        params={}, inputs=[TensorSpec.of(x)],
+                        call={"kind": "torch_fn", "fn": f"torch.nn.functional.{fn}", "args": [{"$t": 0}], "kwargs": {}})
+        o = execute(inst, "tvm.from_exported_program")
+        path = get("tvm.from_exported_program").render_repro(finding_of(inst, "tvm.from_exported_program", outcome=o),
+                                                             inst, tmp_path)
+        assert "ml_dtypes.bfloat16" in path.read_text()
+        code, out, err = run_alone(path)
+        verdicts[fn] = (o.status, code, "REPRODUCED" in out)
+    assert verdicts == {"selu": (INCONSISTENT, 1, True), "relu": (PASS, 0, False)}, verdicts

@@ -87,6 +87,8 @@ def nested_literal(v, dtype: np.dtype) -> str:
 def array_code(a: np.ndarray) -> str:
     """Source text rebuilding the array exactly."""
     a = np.asarray(a)
+    if a.dtype.name == "bfloat16":  # ml_dtypes' type, which np.save cannot name: its values are exact in float32
+        return f"{array_code(a.astype(np.float32))}.astype(ml_dtypes.bfloat16)"
     if a.size <= INLINE_ELEMENTS and a.dtype.kind in "biuf" and a.dtype.name in np.sctypeDict:
         dtype = "bool" if a.dtype.kind == "b" else f"np.{a.dtype.name}"
         if a.ndim == 1 and a.size:
@@ -118,6 +120,8 @@ _TORCH_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int
 def torch_tensor_code(a: np.ndarray) -> str:
     """A torch.tensor literal rebuilding the array exactly (the way PyTorch's and TVM's tests spell values)."""
     a = np.asarray(a)
+    if a.dtype.name == "bfloat16":
+        return f"{torch_tensor_code(a.astype(np.float32))}.to(torch.bfloat16)"
     if a.dtype.name not in _TORCH_DTYPES or a.size > INLINE_ELEMENTS or 0 in a.shape:
         return f"torch.from_numpy({array_code(a)})"
     values = nested_literal(a.tolist(), a.dtype)
@@ -421,6 +425,11 @@ def join_sections(sections: list[str]) -> str:
     return "".join(out)
 
 
+AS_TORCH = '''def as_torch(x):
+    """numpy has no bfloat16: ml_dtypes' arrays reach torch through float32, which holds them exactly."""
+    return torch.from_numpy(x.astype(np.float32)).to(torch.bfloat16) if x.dtype.name == "bfloat16" else torch.tensor(x)'''
+
+
 def _data_section(inputs: list[str], check: dict) -> str:
     lines = [f"INPUTS = [{inputs[0]}]"] if len(inputs) == 1 else \
         ["INPUTS = ["] + [f"    {x}," for x in inputs] + ["]"]
@@ -450,11 +459,16 @@ def render_text(finding, inst: Instance, template: str | None = None) -> str:
     values = dict(framework=inst.framework, model=model, n_outputs=check.get("n_outputs", 1),
                   dynamic_shapes=dynamic_shapes_code(inst))
     run = _block(snippet, "run", values)
+    if any(x.dtype.name == "bfloat16" for x in inst.input_arrays()):
+        run = run.replace("torch.tensor(x)", "as_torch(x)")  # torch.tensor cannot read ml_dtypes' bfloat16
+        code = AS_TORCH + "\n\n\n" + code
     inputs = [array_code(x) for x in inst.input_arrays()]
     sections = [_data_section(inputs, check), code, check.get("oracle_code", "")]
     body = join_sections(sections)
     imports = ["import numpy as np", *FRAMEWORK_IMPORTS[inst.framework],
                *_block(snippet, "imports", values).splitlines()]
+    if "ml_dtypes." in body + run:
+        imports.append("import ml_dtypes")
     if "base64." in body + run:
         imports += ["import base64", "import io"]
     if check["check"] == "process":
