@@ -163,7 +163,10 @@ def test_an_exported_params_reproducer_imports_with_kept_params(tmp_path):
     from tests.test_repro import finding_of, run_alone
     insts, _ = load_with_stats("onnx_variants", cache_dir=tmp_path / "cache", ops=["onnx::Reshape"])
     v = next(i for i in insts if i.call["variant"] == "exported_params")
+    plain = next(i for i in insts if i.call["variant"] == "initializer")
+    assert "keep_params" not in get("tvm.from_onnx").render_repro(finding_of(plain, "tvm.from_onnx"), plain,
+                                                                  tmp_path).read_text()
     path = get("tvm.from_onnx").render_repro(finding_of(v, "tvm.from_onnx"), v, tmp_path)
-    assert "keep_params_in_input=keep" in path.read_text()
+    assert "keep_params_in_input=True" in path.read_text()
     code, out, err = run_alone(path)
     assert code == 0, (code, out, err[-2000:])

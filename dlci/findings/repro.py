@@ -445,6 +445,15 @@ def _data_section(inputs: list[str], check: dict) -> str:
     return "\n".join(lines)
 
 
+def _keeps_params(inst: Instance) -> bool:
+    """An ONNX case marked to be imported with its initializers kept as inputs (dlci.models.onnx_keeps_params)."""
+    if inst.call["kind"] != "onnx_model":
+        return False
+    from dlci.instance.recipe import onnx_call
+    from dlci.models import onnx_keeps_params
+    return onnx_keeps_params(onnx_call(inst)[0])
+
+
 def render_text(finding, inst: Instance, template: str | None = None) -> str:
     """The reproducer's source. ``template``: the target's snippet (blocks ``imports`` and ``run``; default
     ``targets/<target>.j2``)."""
@@ -452,12 +461,12 @@ def render_text(finding, inst: Instance, template: str | None = None) -> str:
     snippet = env.get_template(template or f"targets/{finding.target}.j2")
     # a snippet sets module_as_leaf when its entry point treats a standard torch.nn submodule apart (torch.fx)
     leaf = bool(getattr(snippet.make_module({"framework": inst.framework, "model": "", "n_outputs": 1,
-                                             "dynamic_shapes": ""}), "module_as_leaf", False))
+                                             "dynamic_shapes": "", "keep_params": False}), "module_as_leaf", False))
     code, model = MODEL_CODE[inst.call["kind"]](inst, leaf=leaf)
     check = comparison(finding, inst, finding.target)
     from dlci.models import dynamic_shapes_code
     values = dict(framework=inst.framework, model=model, n_outputs=check.get("n_outputs", 1),
-                  dynamic_shapes=dynamic_shapes_code(inst))
+                  dynamic_shapes=dynamic_shapes_code(inst), keep_params=_keeps_params(inst))
     run = _block(snippet, "run", values)
     if any(x.dtype.name == "bfloat16" for x in inst.input_arrays()):
         run = run.replace("torch.tensor(x)", "as_torch(x)")  # torch.tensor cannot read ml_dtypes' bfloat16
