@@ -124,3 +124,27 @@ def test_unsupported_outcomes_kept_are_distinct_reasons():
     kept = campaign.unsupported[("tvm.from_onnx", "onnx::CumSum")]
     assert [o.instance_id for o in kept] == ["runtime-axis0", "reverse"]
     assert len(kept) <= UNSUPPORTED_KEPT
+
+
+def test_steered_order_follows_the_variant_kind_that_ran_a_changed_line():
+    """Plan order until a test runs a changed line; then every other test comes from that test's family (a variant
+    kind across operators), and nothing is run twice or lost."""
+    from dlci.campaign.stages import Steered, Test
+    from dlci.instance import Instance, Origin, variant_kind
+
+    def inst(op, kind=None):
+        origin = Origin("onnx_variants", f"case of {op} [{kind}: how]") if kind else Origin("onnx_node", f"case {op}")
+        return Instance(op=op, framework="onnx", call={"kind": "onnx_model"}, inputs=[], params={}, origin=origin)
+    plan = [Test(inst(f"onnx::Op{n}", kind), "tvm.from_onnx")
+            for n, kind in enumerate([None, "initializer", None, "exported_params", None, None, "exported_params",
+                                      "initializer", "exported_params"])]
+    steered = Steered(plan)
+    it = iter(steered)
+    got = [next(it), next(it)]
+    assert got == plan[:2]
+    steered.heat(plan[3].instance)  # an exported_params case ran a changed statement
+    got += list(it)
+    assert sorted(map(id, got)) == sorted(map(id, plan))  # each test exactly once
+    kinds = [variant_kind(t.instance) for t in got]
+    assert kinds == [None, "initializer", None, "exported_params", None, "exported_params", None, "exported_params",
+                     "initializer"], kinds

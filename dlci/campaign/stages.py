@@ -20,7 +20,7 @@ from dlci.campaign.options import RunOptions
 from dlci.campaign.state import Campaign
 from dlci.exec import Engine, Job
 from dlci.findings import Finding
-from dlci.instance import Instance
+from dlci.instance import Instance, family
 from dlci.outcome import INCONSISTENT, Outcome
 from dlci.plan import balanced
 from dlci.report.document import Report
@@ -54,12 +54,60 @@ def open_engine(options: RunOptions, targets: dict, *, env: dict | None = None, 
                   env=env, log_dir=str(log_dir or options.out / "logs"))
 
 
+class Steered:
+    """The tests in plan order, until one of them runs a changed line (PR mode): from then on, every other test comes
+    from the families (``dlci.instance.family``) that did, so the way of presenting an operator that reaches the
+    change is tried on the other touched operators before the budget runs out, while the plan order goes on."""
+
+    def __init__(self, tests: Sequence[Test]):
+        self.tests = list(tests)
+        self.taken = [False] * len(self.tests)
+        self.pending: dict[tuple, deque] = {}
+        for n, t in enumerate(self.tests):
+            self.pending.setdefault(family(t.instance), deque()).append(n)
+        self.hot: list[tuple] = []
+        self.pos = 0
+        self.turn = 0
+
+    def heat(self, inst: Instance) -> None:
+        fam = family(inst)
+        if fam not in self.hot:
+            self.hot.append(fam)
+
+    def _from_hot(self) -> int | None:
+        for fam in self.hot:
+            queue = self.pending[fam]
+            while queue and self.taken[queue[0]]:
+                queue.popleft()
+            if queue:
+                return queue.popleft()
+        return None
+
+    def __iter__(self) -> Iterator[Test]:
+        while True:
+            self.turn += 1
+            n = self._from_hot() if self.turn % 2 == 0 else None
+            if n is None:
+                while self.pos < len(self.tests) and self.taken[self.pos]:
+                    self.pos += 1
+                if self.pos == len(self.tests):
+                    n = self._from_hot()
+                    if n is None:
+                        return
+                else:
+                    n = self.pos
+            self.taken[n] = True
+            yield self.tests[n]
+
+
 def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: RunOptions, *,
-            trace_files: tuple[str, ...] = (), until: float | None = None, hard_until: float | None = None) -> None:
+            trace_files: tuple[str, ...] = (), until: float | None = None, hard_until: float | None = None,
+            reaches_change: Callable[[dict], bool] | None = None) -> None:
     """Run the tests until ``until`` (monotonic; default: the budget from now), streaming every outcome to
     results.jsonl; a failure is re-run once (another instance of its signature if that flakes) before it counts, its
     confirmation jumping the queue. Confirmations still owed then get a short grace, at most a quarter of what is left before ``hard_until``.
-    ``trace_files``: converter files whose lines are recorded while converting (PR mode)."""
+    ``trace_files``: converter files whose lines are recorded while converting (PR mode); ``reaches_change``: whether
+    a test's coverage ran a changed statement, which steers the order (:class:`Steered`)."""
     say = options.progress
     confirm_queue: deque = deque()
     pending_confirm: dict[str, str] = {}  # job id -> signature
@@ -78,9 +126,11 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
             pending_confirm[job.id] = sig
             yield job
 
+    steered = Steered(tests) if reaches_change else None
+
     def jobs() -> Iterator[Job]:
         nonlocal seq
-        for test in tests:
+        for test in steered or tests:
             yield from confirm_jobs()
             target = campaign.targets[test.target]
             seq += 1
@@ -96,6 +146,8 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
             sig = pending_confirm.pop(job.id, None)
             results.write(json.dumps({"job": job.id, "confirming": sig, **outcome.to_dict()}, default=str) + "\n")
             results.flush()
+            if steered and outcome.coverage and reaches_change(outcome.coverage):
+                steered.heat(campaign.instances[outcome.instance_id])
             need = campaign.record(outcome, sig)
             if need is not None:
                 confirm_queue.append(need)

@@ -21,6 +21,7 @@ import hashlib
 import io
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -287,10 +288,28 @@ def tensor_partition(spec: TensorSpec) -> str:
     return f"{spec.dtype}×r{rank}{empty}"
 
 
+def variant_kind(inst: Instance) -> str | None:
+    """The way a variant source re-presented its base case (``exported_params``, ``scalar_operand``…), else None."""
+    if inst.call.get("variant"):
+        return inst.call["variant"]
+    m = re.search(r" \[(\w+): ", inst.origin.test) if inst.origin.source.endswith("_variants") else None
+    return m.group(1) if m else None
+
+
+def family(inst: Instance) -> tuple[str, str]:
+    """What a test stands for when one of them runs a changed line: a variant kind across operators (the way of
+    presenting an operator reached the change), else the source's cases of that operator."""
+    kind = variant_kind(inst)
+    return (inst.origin.source, kind) if kind else (inst.origin.source, inst.op)
+
+
 def features(inst: Instance) -> frozenset[str]:
     """The value-space partitions one instance covers (used for diversity and its measurement)."""
     out = {f"in{i}:{tensor_partition(s)}" for i, s in enumerate(inst.inputs)}
     out.add(f"arity:{len(inst.inputs)}")
+    kind = variant_kind(inst)
+    if kind:
+        out.add(f"variant:{kind}")
     for name, value in _flatten_params(inst.params):
         out.add(f"{name}={value_partition(value)}")
     return frozenset(out)

@@ -121,7 +121,8 @@ def scan(req: ScanRequest) -> Report:
             clock.testing_starts()
             with stages.open_engine(options, campaign.targets, env=head_env) as engine:
                 stages.execute(campaign, tests, engine, options, trace_files=trace,
-                               until=clock.tests_until, hard_until=clock.hard)
+                               until=clock.tests_until, hard_until=clock.hard,
+                               reaches_change=coverage.reach_test(head.path, converter_files, repo))
             findings = stages.collect(campaign)
             if (findings or campaign.unsupported) and not campaign.interrupted:
                 say(f"re-running {len(findings)} finding(s) and {len(campaign.unsupported)} unsupported "

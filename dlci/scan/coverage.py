@@ -7,7 +7,9 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Callable
 
+from dlci.instance import variant_kind
 from dlci.plan import balanced
 
 
@@ -76,13 +78,18 @@ def _ran(span: tuple[int, int], lines) -> bool:
 
 def reaches(coverages: list[dict], head_root: Path, converter_files, repo) -> bool:
     """Did any of these coverage records run a changed statement?"""
-    changed = changed_statements(repo, converter_files)
-    for cov in coverages:
-        for rel, spans in changed.items():
-            ran = cov.get(str((head_root / rel).resolve()), ())
-            if any(_ran(sp, ran) for sp in spans):
-                return True
-    return False
+    test = reach_test(head_root, converter_files, repo)
+    return any(test(cov) for cov in coverages)
+
+
+def reach_test(head_root: Path, converter_files, repo) -> Callable[[dict], bool]:
+    """A test of one coverage record: did it run a changed statement? (The spans are computed once.)"""
+    changed = {str((head_root / rel).resolve()): spans
+               for rel, spans in changed_statements(repo, converter_files).items()}
+
+    def test(cov: dict) -> bool:
+        return any(any(_ran(sp, cov.get(path, ())) for sp in spans) for path, spans in changed.items())
+    return test
 
 
 def blob(repo, rev: str, rel: str) -> str | None:
@@ -138,5 +145,14 @@ def edited_lines_first(repo, converter_files, cache: CoverageCache):
 
     def order(instances):
         ranked = balanced(list(instances))
-        return [i for i in ranked if i.id in hot] + [i for i in ranked if i.id not in hot]
+        # one case of each variant kind early: the way of presenting an operator that reaches the change is not
+        # known before one of its cases runs (then dlci.campaign.stages.Steered follows it)
+        kinds, first = set(), set()
+        for inst in ranked:
+            kind = (inst.origin.source, variant_kind(inst))
+            if kind[1] and kind not in kinds:
+                kinds.add(kind)
+                first.add(inst.id)
+        return ([i for i in ranked if i.id in hot] + [i for i in ranked if i.id in first and i.id not in hot]
+                + [i for i in ranked if i.id not in hot and i.id not in first])
     return order
