@@ -79,14 +79,18 @@ class Checkout:
 
     def env(self, config: Config, default_python_path=("",), default_env: dict | None = None) -> dict:
         """Environment overrides for tests of this revision (merged over the worker's environment)."""
-        entries = config.python_path if config.python_path is not None else list(default_python_path)
+        configured = config.python_path is not None
+        entries = config.python_path if configured else list(default_python_path)
         paths = []
         if config.install:
             paths.append(str(self.prefix))
-        paths += [str((self.path / p).resolve()) for p in entries]
-        for p in paths:
-            if not Path(p).is_dir():
+        found = [str((self.path / p).resolve()) for p in entries]
+        for p in found:
+            if configured and not Path(p).is_dir():
                 raise CheckoutError(f"python_path entry {p} does not exist in the {self.label} checkout")
+        # a profile's defaults name the places its kind of repository may keep its package: those it lacks are not
+        # an error (OpenVINO's Python package: src/bindings/python/src in its repository, the root elsewhere)
+        paths += [p for p in found if Path(p).is_dir()]
         env = {k: self._expand(v) for k, v in {**(default_env or {}), **(config.env or {})}.items()}
         inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths + inherited))

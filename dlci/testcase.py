@@ -5,6 +5,7 @@ Stages: reference (cached per instance), model (form, cached), convert, compile,
 """
 from __future__ import annotations
 
+import os
 import re
 import sys
 import time
@@ -50,16 +51,22 @@ def _invalid(out: Outcome, stage: str, e: BaseException) -> None:
 
 
 def _line_tracer(files: frozenset[str], hits: dict[str, set[int]]):
-    """A sys.settrace function recording the lines run in ``files`` only (other frames are not traced)."""
+    """A sys.settrace function recording the lines run in ``files`` (resolved paths) only; other frames are not
+    traced. Code imported through a symlinked path (a checkout's package linked into place) counts as its file."""
+    real: dict[str, str] = {}
+
     def local(frame, event, arg):
         if event == "line":
-            hits[frame.f_code.co_filename].add(frame.f_lineno)
+            hits[real[frame.f_code.co_filename]].add(frame.f_lineno)
         return local
 
     def call(frame, event, arg):
         name = frame.f_code.co_filename
-        if name in files:
-            hits.setdefault(name, set()).add(frame.f_lineno)
+        path = real.get(name)
+        if path is None:
+            path = real[name] = os.path.realpath(name) if name in files or name.startswith(("/", ".")) else name
+        if path in files:
+            hits.setdefault(path, set()).add(frame.f_lineno)
             return local
         return None
     return call
@@ -109,6 +116,12 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
         # model means (its own semantics), so an exporter's bug is charged to the exporter, not to this frontend
         ref, ref64 = models.exported_reference(instance, target.form, ref, ref64)
 
+    lacking = sorted({a.dtype.name for a in [*instance.input_arrays(), *ref]} & set(target.unsupported_dtypes))
+    if lacking:
+        out.status, out.stage, out.symptom = UNSUPPORTED, "convert", "dtype"
+        out.message = f"{target_name} has no {', '.join(lacking)} tensors"
+        return finish()
+
     # convert / compile / run: the target under test
     inputs = [np.array(a, copy=True) for a in instance.input_arrays()]  # a target may write into its inputs
     value = model
@@ -147,6 +160,14 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
                 out.coverage = {f: sorted(lines) for f, lines in hits.items()}
             out.timings[stage] = time.perf_counter() - t
 
+    if target.tflite_outputs and len(ref) > 1:
+        try:
+            order = models.keras_output_order(instance)
+        except Exception:  # noqa: BLE001 - the form converted above; an unreadable signature keeps the order
+            order = None
+        if order is not None and len(value) == len(order):
+            value = [value[k] for k in order]
+
     # compare
     hook("compare")
     t = time.perf_counter()
@@ -154,7 +175,8 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
         from dlci.oracles.compare import compare_outputs
         got = [_as_output_array(g, ref[i] if i < len(ref) else None) for i, g in enumerate(value)]
         verdict = compare_outputs(got, ref, ref64, skip_values=models.shape_only_outputs(instance, len(ref)),
-                                  ignore=models.uncompared_outputs(instance))
+                                  ignore=models.uncompared_outputs(instance),
+                                  quantized=models.quantized_outputs(instance, ref))
     except Exception as e:  # an oracle failure is ours, not the target's: the test is invalid
         out.status, out.stage, out.symptom = INVALID, "compare", type(e).__name__
         out.message, out.traceback = first_lines(str(e)), format_exc(e)

@@ -148,3 +148,25 @@ def test_steered_order_follows_the_variant_kind_that_ran_a_changed_line():
     kinds = [variant_kind(t.instance) for t in got]
     assert kinds == [None, "initializer", None, "exported_params", None, "exported_params", None, "exported_params",
                      "initializer"], kinds
+
+
+def test_steered_order_takes_hot_families_in_turn():
+    """Two families ran changed lines: the steered picks alternate between them (a converter every family reaches
+    keeps the plan's diversity), and the plan order still gets every other turn."""
+    from dlci.campaign.stages import Steered, Test
+    from dlci.instance import Instance, Origin, variant_kind
+
+    def inst(n, kind):
+        return Instance(op=f"onnx::Op{n}", framework="onnx", call={"kind": "onnx_model"}, inputs=[], params={},
+                        origin=Origin("onnx_variants", f"case {n} [{kind}: how]"))
+    plan = [Test(inst(n, kind), "tvm.from_onnx") for n, kind in
+            enumerate(["opset"] * 4 + ["initializer"] * 4 + ["exported_params"] * 4)]
+    steered = Steered(plan)
+    it = iter(steered)
+    steered.heat(plan[4].instance)
+    steered.heat(plan[8].instance)
+    got = list(it)
+    assert sorted(map(id, got)) == sorted(map(id, plan))
+    hot_turns = [variant_kind(t.instance) for t in got[1:8:2]]
+    assert hot_turns == ["initializer", "exported_params", "initializer", "exported_params"], hot_turns
+    assert [variant_kind(t.instance) for t in got[0:8:2]][:2] == ["opset", "opset"]

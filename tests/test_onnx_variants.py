@@ -170,3 +170,19 @@ def test_an_exported_params_reproducer_imports_with_kept_params(tmp_path):
     assert "keep_params_in_input=True" in path.read_text()
     code, out, err = run_alone(path)
     assert code == 0, (code, out, err[-2000:])
+
+
+def test_rank_variants_give_any_rank_operators_the_other_ranks(tmp_path):
+    """GlobalAveragePool's node tests are all 4-D, while its schema takes any rank: the rank variants give it 3-D and
+    5-D inputs (a TVM converter that lowered it to a 2-D pool crashed on those only); a pooling op whose
+    kernel_shape fixes the rank gets none."""
+    insts, stats = load_with_stats("onnx_variants", cache_dir=tmp_path / "cache",
+                                   ops=["onnx::GlobalAveragePool", "onnx::MaxPool"])
+    ranks = collections.defaultdict(set)
+    for inst in insts:
+        if inst.call["variant"] == "rank":
+            ranks[inst.op].add(len(inst.inputs[0].shape))
+            got = execute(inst, "tvm.from_onnx")
+            assert got.status == PASS, (inst.origin.test, got.status, got.message)
+    assert ranks["onnx::GlobalAveragePool"] == {3, 5}, dict(ranks)
+    assert "onnx::MaxPool" not in ranks

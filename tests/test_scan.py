@@ -142,3 +142,31 @@ def test_support_the_pr_removes_is_a_new_finding(tmp_path):
     f = removed[0]
     assert f["operator"] == "aten::softplus" and f["target"] == "tvm.from_fx" and f["new_in_pr"] is True
     assert f["base"]["status"] == "pass" and f["repro_checked"] is True and f["repro_passes_on_base"] is True
+
+
+def test_a_quantized_tflite_regression_is_caught_through_the_quantized_variants(tmp_path):
+    """The sample pools quantized tensors in int8 (TVM's TFLite frontend summed them in int32): only quantized TFLite
+    models take that branch, so the catch comes from tflite_variants, new in the PR, with a reproducer that fails on
+    head and passes on base."""
+    code, doc = scan(tmp_path, "--sample", "tvm-tflite-quantized-avgpool", "--budget", "150")
+    assert code == EXIT_FINDINGS, doc.get("stats")
+    new = [f for f in doc["findings"] if f["new_in_pr"] is True]
+    assert new, [(f["id"], f["signature"], f["new_in_pr"]) for f in doc["findings"]]
+    f = new[0]
+    assert f["target"] == "tvm.from_tflite" and f["origin"]["source"] == "tflite_variants"
+    assert "avg_pool2d" in samples.SAMPLES["tvm-tflite-quantized-avgpool"].expect_operators
+    assert f["repro_checked"] is True and f["repro_passes_on_base"] is True
+
+
+def test_an_openvino_python_side_regression_runs_the_prs_python_over_the_installed_libraries(tmp_path):
+    """The sample drops torch.bfloat16 from the PyTorch decoders' type table (OpenVINO's Python package): no
+    .dlci.yml, the profile's defaults run the checkout's Python over the wheel's native libraries, and the bfloat16
+    variants of the operators every graph has find it new in the PR."""
+    pytest.importorskip("openvino")
+    code, doc = scan(tmp_path, "--sample", "openvino-py-bfloat16-table", "--budget", "150",
+                     "--targets", "openvino.pytorch,openvino.exported_program")
+    assert code == EXIT_FINDINGS, doc.get("stats")
+    new = [f for f in doc["findings"] if f["new_in_pr"] is True]
+    assert new, [(f["id"], f["signature"], f["new_in_pr"]) for f in doc["findings"]]
+    assert all(f["target"].startswith("openvino.") for f in new)
+    assert any("bfloat16" in f["origin"]["test"] for f in new)

@@ -56,8 +56,8 @@ def open_engine(options: RunOptions, targets: dict, *, env: dict | None = None, 
 
 class Steered:
     """The tests in plan order, until one of them runs a changed line (PR mode): from then on, every other test comes
-    from the families (``dlci.instance.family``) that did, so the way of presenting an operator that reaches the
-    change is tried on the other touched operators before the budget runs out, while the plan order goes on."""
+    from the families (``dlci.instance.family``) that did, in turn, so the way of presenting an operator that reaches
+    the change is tried on the other touched operators before the budget runs out, while the plan order goes on."""
 
     def __init__(self, tests: Sequence[Test]):
         self.tests = list(tests)
@@ -75,7 +75,11 @@ class Steered:
             self.hot.append(fam)
 
     def _from_hot(self) -> int | None:
-        for fam in self.hot:
+        # round robin over the hot families: when the changed code is reached from many of them (a converter every
+        # test runs), steering keeps the plan's diversity instead of draining one family first
+        for _ in range(len(self.hot)):
+            fam = self.hot.pop(0)
+            self.hot.append(fam)
             queue = self.pending[fam]
             while queue and self.taken[queue[0]]:
                 queue.popleft()

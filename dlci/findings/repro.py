@@ -212,7 +212,10 @@ def onnx_model(inst: Instance, leaf: bool = False) -> tuple[str, str]:
 
 def keras_model(inst: Instance, leaf: bool = False, inputs: str = "INPUTS") -> tuple[str, str]:
     """The layer from its config with its weights, in a Keras model with static input shapes (as dlci.models
-    builds the keras_model form); ``layer`` is the layer itself, ``inputs`` names the input arrays."""
+    builds the keras_model form); ``layer`` is the layer itself, ``inputs`` names the input arrays. A ``tf_fn``
+    recipe: a layer class making the op call."""
+    if inst.call["kind"] == "tf_fn":
+        return tf_fn_model(inst, inputs)
     weights = [inst.arrays[k] for k in sorted((k for k in inst.arrays if k.startswith("weight:")),
                                                key=lambda k: int(k.split(":")[1]))]
     n = len(inst.inputs)
@@ -233,10 +236,31 @@ def keras_model(inst: Instance, leaf: bool = False, inputs: str = "INPUTS") -> t
     return code, "model"
 
 
+def tf_fn_model(inst: Instance, inputs: str = "INPUTS") -> tuple[str, str]:
+    """One TensorFlow op call as a keras layer in a model with static input shapes (dlci.instance.recipe's TFCall)."""
+    xs = ", ".join(f"x{i}" for i in range(len(inst.inputs)))
+    kwargs = ", ".join(f"{k}={python_literal(v)}" for k, v in inst.call.get("kwargs", {}).items())
+    code = ("class Op(keras.layers.Layer):\n"
+            f"    def call(self, {xs}):\n"
+            f"        return {inst.call['fn']}({kwargs})\n\n\n"
+            "inputs = [keras.Input(shape=x.shape[1:], batch_size=x.shape[0], dtype=str(x.dtype), name=f\"in{i}\")\n"
+            f"          for i, x in enumerate({inputs})]\n"
+            "model = keras.Model(inputs, Op(autocast=False)(*inputs))\n")
+    return code, "model"
+
+
+def tflite_model(inst: Instance, leaf: bool = False) -> tuple[str, str]:
+    """The TFLite flatbuffer itself (a quantized model is the converter's output, not rebuilt here: the script
+    needs no TensorFlow)."""
+    blob = base64.b64encode(np.asarray(inst.arrays["model"]).tobytes()).decode()
+    lines = [blob[i:i + 100] for i in range(0, len(blob), 100)]
+    return "buf = base64.b64decode(\n" + "".join(f"    {ln!r}\n" for ln in lines) + ")\n", "buf"
+
+
 MODEL_CODE = {"torch_fn": torch_model, "torch_module": torch_model, "onnx_model": onnx_model,
-              "keras_layer": keras_model}
+              "keras_layer": keras_model, "tf_fn": keras_model, "tflite_model": tflite_model}
 FRAMEWORK_IMPORTS = {"torch": ["import torch"], "onnx": ["import onnx"],
-                     "keras": ["import json", "import keras", "import tensorflow as tf"]}
+                     "keras": ["import json", "import keras", "import tensorflow as tf"], "tflite": []}
 
 
 # -- the reference the campaign judged by ---------------------------------------------------------------------------
@@ -289,6 +313,8 @@ def reference_note(inst: Instance, exported: bool, arbitrated: bool) -> str:
         what, fp64 = f"eager torch{_version('torch')}", "torch"
     elif inst.framework == "keras":
         what, fp64 = f"the Keras{_version('keras')} layer called eagerly", "keras"
+    elif inst.framework == "tflite":
+        what, fp64 = f"the TFLite interpreter (tensorflow{_version('tensorflow-cpu')}) on the model", ""
     else:
         what = ("the ONNX test's expected output" if inst.expected_arrays() is not None
                 else f"onnx{_version('onnx')}'s reference implementation")
@@ -369,6 +395,8 @@ def comparison(finding, inst: Instance, target_name: str) -> dict:
                 "expected": [array_code(r) for r in ref],
                 "expected64": None if ref64 is None else [array_code(r) for r in ref64],
                 "skip_values": sorted(skip_values_for(inst, len(ref))), "ignore": sorted(ignore),
+                "quantized": sorted(__import__("dlci.models", fromlist=["quantized_outputs"])
+                                    .quantized_outputs(inst, ref)),
                 "note": reference_note(inst, exported, ref64 is not None)}
     r = np.asarray(ref[i])
     r64 = np.asarray(ref64[i]) if ref64 is not None and i < len(ref64) else None
@@ -385,7 +413,9 @@ def comparison(finding, inst: Instance, target_name: str) -> dict:
                expected64=None if r64 is None else array_code(_real(r64).astype(np.float64)),
                complex=kind == "c")
     if kind in "bi":
-        return {**ctx, "check": "integers", "oracle_code": _oracle_source(C.integers_differ)}
+        from dlci.models import quantized_outputs
+        steps = C.QUANTIZATION_STEPS if i in quantized_outputs(inst, ref) else 0
+        return {**ctx, "check": "integers", "steps": steps, "oracle_code": _oracle_source(C.integers_differ)}
     if symptom == "nan mismatch":
         rounding = r.dtype.name if r.dtype.kind == "f" else "float32"  # the dtype classes_differ rounds to
         return {**ctx, "check": "classes", "rounding": rounding,
@@ -454,6 +484,16 @@ def _keeps_params(inst: Instance) -> bool:
     return onnx_keeps_params(onnx_call(inst)[0])
 
 
+def _tflite_order(inst: Instance, target_name: str) -> list[int] | None:
+    """The output permutation dlci.testcase applies for this target (a keras model's outputs through TFLite)."""
+    from dlci import models
+    from dlci.targets import get
+    try:
+        return models.keras_output_order(inst) if get(target_name).tflite_outputs else None
+    except Exception:  # noqa: BLE001 - no TFLite form: nothing was reordered
+        return None
+
+
 def render_text(finding, inst: Instance, template: str | None = None) -> str:
     """The reproducer's source. ``template``: the target's snippet (blocks ``imports`` and ``run``; default
     ``targets/<target>.j2``)."""
@@ -468,6 +508,9 @@ def render_text(finding, inst: Instance, template: str | None = None) -> str:
     values = dict(framework=inst.framework, model=model, n_outputs=check.get("n_outputs", 1),
                   dynamic_shapes=dynamic_shapes_code(inst), keep_params=_keeps_params(inst))
     run = _block(snippet, "run", values)
+    order = _tflite_order(inst, finding.target)
+    if order:
+        run += f"\noutputs = [outputs[k] for k in {order}]  # the converter reordered the keras model's outputs"
     if any(x.dtype.name == "bfloat16" for x in inst.input_arrays()):
         run = run.replace("torch.tensor(x)", "as_torch(x)")  # torch.tensor cannot read ml_dtypes' bfloat16
         code = AS_TORCH + "\n\n\n" + code
@@ -476,6 +519,8 @@ def render_text(finding, inst: Instance, template: str | None = None) -> str:
     body = join_sections(sections)
     imports = ["import numpy as np", *FRAMEWORK_IMPORTS[inst.framework],
                *_block(snippet, "imports", values).splitlines()]
+    if "json." not in body + run:
+        imports = [ln for ln in imports if ln != "import json"]  # a keras layer's config needs it, an op call not
     if "ml_dtypes." in body + run:
         imports.append("import ml_dtypes")
     if "base64." in body + run:

@@ -10,6 +10,9 @@ The ``call`` recipe says how to rebuild the operator call in its source framewor
    "forward_args": [...], "forward_kwargs": {...}}`` (weights in arrays ``state:<name>``)
 - ``{"kind": "onnx_model"}`` (the ModelProto bytes in array ``model``; graph inputs in order)
 - ``{"kind": "keras_layer", "cls": "keras.layers.Conv2D", "config": {...}}`` (weights in ``weight:<i>``)
+- ``{"kind": "tf_fn", "fn": "tf.raw_ops.StridedSlice", "kwargs": {...}}`` (framework keras: one TensorFlow op call)
+- ``{"kind": "tflite_model", "variant": ...}`` (framework tflite: the flatbuffer bytes in array ``model``, inputs in the
+  model's own input order, as its interpreter takes them: a quantized model's are int8/uint8)
 
 Argument values are encoded with :func:`encode_value`: a tensor argument is ``{"$t": i}`` (the i-th input),
 other non-JSON values carry a ``$``-tag. Arrays: inputs ``in:<i>``, expected outputs ``expected:<i>``.
@@ -27,7 +30,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-FRAMEWORKS = ("torch", "onnx", "keras")
+FRAMEWORKS = ("torch", "onnx", "keras", "tflite")
 
 
 @dataclass
@@ -61,7 +64,7 @@ class Origin:
 @dataclass
 class Instance:
     op: str  # canonical operator id: aten::avg_pool2d, onnx::Elu, nn::Conv2d, keras::Conv2D
-    framework: str  # torch | onnx | keras: how the model is built and what the reference is
+    framework: str  # torch | onnx | keras | tflite: how the model is built and what the reference is
     call: dict
     inputs: list[TensorSpec]
     params: dict[str, Any]  # non-tensor settings, JSON-encoded, used for value-space partitioning

@@ -1,7 +1,8 @@
 """Rebuild an instance's operator call in a fresh process from its recipe and arrays.
 
 - :func:`torch_call` — ``torch_fn`` / ``torch_module`` recipes → ``(nn.Module, [input tensors])``
-- :func:`keras_call` — ``keras_layer`` recipes → ``(built keras layer with its weights, [input arrays])``
+- :func:`keras_call` — ``keras_layer`` recipes → ``(built keras layer with its weights, [input arrays])``; ``tf_fn``
+  recipes (one TensorFlow op call) → ``(a keras layer making that call, [input arrays])``
 - :func:`onnx_call` — ``onnx_model`` recipes → ``(onnx.ModelProto, {graph input name: array})``
 
 and what every package that handles recipes shares: dotted-path resolution, the params of an encoded call, the tensors
@@ -107,9 +108,38 @@ def torch_call(inst: Instance) -> tuple[Any, list]:
     raise ValueError(f"{inst.id}: not a torch recipe: {call['kind']!r}")
 
 
+_TF_CALL = None
+
+
+def _tf_call_class():
+    """A keras layer whose ``call(*tensors)`` makes one TensorFlow op call: TensorFlow ops reach every keras-consuming
+    target (TFLite, SavedModel, XLA) the way keras layers do. ``autocast`` off: the op sees its inputs' dtypes."""
+    global _TF_CALL
+    if _TF_CALL is None:
+        import keras
+
+        class TFCall(keras.layers.Layer):
+            def __init__(self, fn_path: str, kwargs: dict, **kw):
+                super().__init__(autocast=False, **kw)
+                self.fn, self.fn_path, self.call_kwargs = resolve(fn_path), fn_path, kwargs
+
+            def call(self, *tensors):
+                import tensorflow as tf
+                # as tensors: from numpy arrays a raw op would infer its type attributes as from Python values
+                tensors = [tf.convert_to_tensor(t) for t in tensors]
+                out = tf.nest.flatten(self.fn(**{k: decode_value(v, tensors) for k, v in self.call_kwargs.items()}))
+                return out[0] if len(out) == 1 else out  # several: a flat list (a namedtuple's fields by position)
+
+        _TF_CALL = TFCall
+    return _TF_CALL
+
+
 def keras_call(inst: Instance) -> tuple[Any, list[np.ndarray]]:
-    """``(layer, inputs)``: the layer rebuilt from its config, built on the inputs and given its weights."""
+    """``(layer, inputs)``: the layer rebuilt from its config, built on the inputs and given its weights (a ``tf_fn``
+    recipe: a layer making the op call)."""
     call = inst.call
+    if call["kind"] == "tf_fn":
+        return _tf_call_class()(call["fn"], call.get("kwargs", {})), inst.input_arrays()
     if call["kind"] != "keras_layer":
         raise ValueError(f"{inst.id}: not a keras recipe: {call['kind']!r}")
     import keras
@@ -152,8 +182,11 @@ def params_of(args: list, kwargs: dict) -> dict:
 
 
 def resolve(path: str) -> Any:
-    """Import a dotted path such as ``torch.nn.functional.elu`` or ``torch.Tensor.add``."""
+    """Import a dotted path such as ``torch.nn.functional.elu`` or ``torch.Tensor.add`` (``tf.`` is TensorFlow's
+    conventional alias, as the reproducers write it)."""
     parts = path.split(".")
+    if parts[0] == "tf":
+        parts[0] = "tensorflow"
     for cut in range(len(parts), 0, -1):
         try:
             obj = importlib.import_module(".".join(parts[:cut]))

@@ -310,9 +310,48 @@ def keras_to_tflite(model) -> bytes:
         return bytes(conv.convert())
 
 
-@form("tflite", ("keras",))
+@form("tflite", ("keras", "tflite"))
 def _form_tflite(instance: Instance):
+    if instance.framework == "tflite":
+        return bytes(np.asarray(instance.arrays["model"]).tobytes())
     return keras_to_tflite(build(instance, "keras_model"))
+
+
+def tflite_output_order(buf: bytes) -> list[int] | None:
+    """Where a keras model's outputs went in its TFLite conversion: position ``j`` holds the index, among the model's
+    subgraph outputs (what an interpreter or a TFLite frontend returns, in order), of keras output ``j``. The converter
+    orders subgraph outputs as it likes; the signature names them ``output_<j>``. None: one output or no such names."""
+    import tensorflow as tf
+    with quiet():
+        interp = tf.lite.Interpreter(model_content=buf)
+        signatures = interp._get_full_signature_list()
+        order = [d["index"] for d in interp.get_output_details()]
+    if len(order) < 2 or len(signatures) != 1:
+        return None
+    named = next(iter(signatures.values()))["outputs"]
+    if not all(re.fullmatch(r"output_\d+", n) for n in named) or sorted(named.values()) != sorted(order):
+        return None
+    perm = [order.index(named[n]) for n in sorted(named, key=lambda n: int(n.split("_")[1]))]
+    return None if perm == list(range(len(perm))) else perm
+
+
+def keras_output_order(instance: Instance) -> list[int] | None:
+    """:func:`tflite_output_order` of a keras instance's TFLite form (cached with it)."""
+    if instance.framework != "keras":
+        return None
+    return _cached(instance, "tflite_output_order", lambda: tflite_output_order(build(instance, "tflite")))
+
+
+def tflite_outputs(buf: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """The TFLite interpreter (single-threaded) on a model, inputs in the model's own input order."""
+    import tensorflow as tf
+    with quiet():
+        interp = tf.lite.Interpreter(model_content=buf, num_threads=1)
+        interp.allocate_tensors()
+        for d, x in zip(interp.get_input_details(), inputs):
+            interp.set_tensor(d["index"], np.require(x, requirements="C"))
+        interp.invoke()
+        return [np.array(interp.get_tensor(d["index"]), copy=True) for d in interp.get_output_details()]
 
 
 # -- references ------------------------------------------------------------------------------------------------
@@ -499,6 +538,11 @@ def _keras_reference(instance: Instance):
 
 
 def _keras_reference64(instance: Instance, layer, xs):
+    if instance.call["kind"] == "tf_fn":  # the op itself in float64, where it has a float64 kernel
+        if not any(x.dtype.kind == "f" and x.dtype != np.float64 for x in xs):
+            return None
+        return flatten_outputs(call_layer(instance, layer, [x.astype(np.float64) if x.dtype.kind == "f" else x
+                                                            for x in xs]))
     config = dict(layer.get_config())
     config["dtype"] = "float64"
     layer64 = type(layer).from_config(config)
@@ -510,7 +554,17 @@ def _keras_reference64(instance: Instance, layer, xs):
     return flatten_outputs(call_layer(instance, layer64, xs64))
 
 
-_REFERENCES = {"torch": _torch_reference, "onnx": _onnx_reference, "keras": _keras_reference}
+def _tflite_reference(instance: Instance):
+    """A TFLite model means what its own interpreter computes (the format's reference, as ONNX's is onnx.reference):
+    a quantized model's integer arithmetic has no float64 recomputation to arbitrate with."""
+    expected = instance.expected_arrays()
+    if expected is not None:
+        return [np.asarray(e) for e in expected], None
+    return tflite_outputs(build(instance, "tflite"), instance.input_arrays()), None
+
+
+_REFERENCES = {"torch": _torch_reference, "onnx": _onnx_reference, "keras": _keras_reference,
+               "tflite": _tflite_reference}
 
 
 # -- outputs that must not be compared by value ----------------------------------------------------------------
@@ -523,9 +577,13 @@ _INDEX_OUTPUTS = {
     "max_pool2d_with_indices": {1}, "max_pool3d_with_indices": {1}, "adaptive_max_pool1d": {1},
     "adaptive_max_pool2d": {1}, "adaptive_max_pool3d": {1}, "max_pool1d": {1}, "max_pool2d": {1},
     "max_pool3d": {1}, "fractional_max_pool2d": {1}, "fractional_max_pool3d": {1},
-    # ONNX
+    # ONNX, and TensorFlow raw ops
     "ArgMax": {0}, "ArgMin": {0}, "TopK": {1}, "Unique": {1, 2}, "MaxPool": {1},
+    "TopKV2": {1}, "UniqueV2": {1}, "UniqueWithCounts": {1, 2}, "UniqueWithCountsV2": {1, 2},
+    "MaxPoolWithArgmax": {1},
 }
+# top-k without sorting: the order of the values is implementation-defined too
+_UNSORTED_TOPK = {"topk", "TopK", "TopKV2"}
 
 
 # operator base name -> outputs that are implementation-defined and not compared at all: the statistics the
@@ -533,6 +591,17 @@ _INDEX_OUTPUTS = {
 _UNCOMPARED_OUTPUTS = {"native_batch_norm": {1, 2}, "_native_batch_norm_legit": {1, 2},
                        "_native_batch_norm_legit_no_training": {1, 2}, "native_group_norm": {1, 2},
                        "native_layer_norm": {1, 2}, "_batch_norm_with_update": {1, 2, 3}}
+
+
+QUANTIZED_DTYPES = ("int8", "uint8", "int16")
+
+
+def quantized_outputs(instance: Instance, ref: list[np.ndarray]) -> set[int]:
+    """Outputs of a quantized TFLite model that hold quantized values: implementations may round a value to the
+    neighbouring step (TFLite's own kernels differ by one step between reference and optimised paths)."""
+    if instance.framework != "tflite":
+        return set()
+    return {i for i, r in enumerate(ref) if np.asarray(r).dtype.name in QUANTIZED_DTYPES}
 
 
 def uncompared_outputs(instance: Instance) -> set[int]:
@@ -549,6 +618,8 @@ def shape_only_outputs(instance: Instance, n_outputs: int | None = None) -> set[
         # module classes: MaxPool2d(return_indices=True), AdaptiveMaxPool2d(...)
         base = re.sub(r"(?<!^)(?=[A-Z])", "_", base).lower()  # MaxPool2d -> max_pool2d
     positions = set(_INDEX_OUTPUTS.get(base, set()))
+    if base in _UNSORTED_TOPK and instance.params.get("sorted") is False:
+        positions.add(0)
     if instance.framework == "torch" and instance.call.get("kind") == "torch_fn":
         fn = instance.call.get("fn", "").rsplit(".", 1)[-1]
         positions |= _INDEX_OUTPUTS.get(fn.rstrip("_"), set())

@@ -372,9 +372,10 @@ def _tflite(name: str) -> frozenset[str]:
         if s.startswith(p):
             s = s[len(p):]
     s = s.upper()
-    if s in T.TFLITE:
-        return frozenset(_close_aliases(_split(T.TFLITE[s][0])))
-    return frozenset(_close_aliases(_foreign(snake(s))[0]))
+    for cand in (s, re.sub(r"_V\d+$", "", s)):  # versions of one op (TOPK_V2, REVERSE_V2), as TF's raw ops
+        if cand in T.TFLITE:
+            return frozenset(_close_aliases(_split(T.TFLITE[cand][0])))
+    return frozenset(_close_aliases(_foreign(snake(re.sub(r"_V\d+$", "", s)))[0]))
 
 
 def _keras(name: str) -> frozenset[str]:

@@ -238,6 +238,7 @@ TF_RAW = {
     "MaxPoolWithArgmax": ("max_pool2d_with_indices max_pool2d", "with indices"),
     "Conv": ("conv1d conv2d conv3d convolution", "TF 2.x N-D Conv"),
     "Select": ("where", "the raw Select is a ternary where (aten::select indexes)"),
+    "SplitV": ("split split_with_sizes", "split with sizes (TFLite SPLIT_V)"),
     "SelectV2": ("where", "broadcasting where"),
 }
 

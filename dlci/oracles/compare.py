@@ -9,7 +9,8 @@ Rules that keep it quiet (each one removes a class of false report that maintain
   differs from the float32 reference *and* from the fp64 reference rounded to the output dtype;
 - index outputs (argmax, sort indices, ...) are compared by shape and dtype only: ties make their values arbitrary;
   so are the outputs of operators whose values are undefined (empty, empty_like, ...);
-- dtypes must be the declared ones (the reference's): an int32 where the model declares int64 is a bug.
+- dtypes must be the declared ones (the reference's): an int32 where the model declares int64 is a bug;
+- the integer outputs of a quantized model may be one quantization step off (rounding), no more.
 
 Each rule is one small function that needs nothing but numpy: a standalone reproducer pastes the very ones its
 finding's symptom needs (findings/repro.py), so that it judges exactly as the campaign did.
@@ -39,6 +40,7 @@ LOOSE_TOLERANCES = {
 }
 FP64_MULTIPLIER = 3.0  # how much further from fp64 than the float32 reference a target may be
 FP64_REL_FLOOR = 1e-4  # relative RMS error always tolerated after fp64 arbitration (float32 accumulation order)
+QUANTIZATION_STEPS = 1  # a quantized value may round to the neighbouring step (TVM's and TFLite's tests allow 1)
 
 
 def tolerance(dtype: str, arbitrated: bool) -> tuple[float, float]:
@@ -82,11 +84,12 @@ def values_differ(got, ref, ref64, rtol, atol, multiplier, floor):
     return rms[0] > multiplier * rms[1] + floor * rms[2] + atol
 
 
-def integers_differ(got, ref, ref64):
-    """Integer and boolean outputs compare exactly, with the float32 reference or else the fp64 one."""
+def integers_differ(got, ref, ref64, steps=0):
+    """Integer and boolean outputs compare exactly, with the float32 reference or else the fp64 one (the values of a
+    quantized model: within ``steps`` quantization steps)."""
     got = got.astype(np.int64)
-    return not np.array_equal(got, ref.astype(np.int64)) and (
-        ref64 is None or not np.array_equal(got, np.asarray(ref64).astype(np.int64)))
+    return bool(np.any(np.abs(got - ref.astype(np.int64)) > steps)) and (
+        ref64 is None or bool(np.any(np.abs(got - np.asarray(ref64).astype(np.int64)) > steps)))
 
 
 def _as_real(a: np.ndarray) -> np.ndarray:
@@ -100,8 +103,10 @@ def _rms(a: np.ndarray) -> float:
 
 
 def compare_one(got: np.ndarray, ref: np.ndarray, ref64: np.ndarray | None, *,
-                values: bool = True, rtol: float | None = None, atol: float | None = None) -> dict | None:
-    """Compare one output. Returns None when consistent, else {symptom, message, distance}."""
+                values: bool = True, rtol: float | None = None, atol: float | None = None,
+                steps: int = 0) -> dict | None:
+    """Compare one output. Returns None when consistent, else {symptom, message, distance}. ``steps``: the
+    quantization steps an integer output may be off by (a quantized model's values)."""
     got = np.asarray(got)
     ref = np.asarray(ref)
     if got.shape != ref.shape:
@@ -115,11 +120,12 @@ def compare_one(got: np.ndarray, ref: np.ndarray, ref64: np.ndarray | None, *,
     if not values or got.size == 0:
         return None
     if rk in "bi":
-        if not integers_differ(got, ref, ref64):
+        if not integers_differ(got, ref, ref64, steps):
             return None
-        diff = got.astype(np.int64) != ref.astype(np.int64)
+        diff = np.abs(got.astype(np.int64) - ref.astype(np.int64)) > steps
+        how = f"by more than {steps} quantization step{'s' if steps > 1 else ''}" if steps else "(exact comparison)"
         return {"symptom": "value mismatch",
-                "message": f"{int(diff.sum())} of {got.size} elements differ (exact comparison)",
+                "message": f"{int(diff.sum())} of {got.size} elements differ {how}",
                 "distance": {"mismatched": int(diff.sum()), "total": int(got.size),
                              "max_abs": float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64))))}}
     return _compare_float(got, ref, None if ref64 is None else np.asarray(ref64), rtol, atol)
@@ -175,20 +181,23 @@ def _value_verdict(g, r, r64, rtol, atol) -> dict:
 
 def compare_outputs(got: list[np.ndarray], ref: list[np.ndarray], ref64: list[np.ndarray] | None, *,
                     skip_values: set[int] = frozenset(), ignore: set[int] = frozenset(), rtol: float | None = None,
-                    atol: float | None = None) -> dict | None:
+                    atol: float | None = None, quantized: set[int] = frozenset()) -> dict | None:
     """Compare all outputs of one test; None when consistent. ``skip_values``: outputs compared by shape only;
-    ``ignore``: outputs not compared at all (implementation-defined, e.g. statistics saved for backward)."""
+    ``ignore``: outputs not compared at all (implementation-defined, e.g. statistics saved for backward);
+    ``quantized``: integer outputs holding quantized values, which may be one step off."""
     if ignore and len(got) == len(ref):
         keep = [i for i in range(len(ref)) if i not in ignore]
         got, ref = [got[i] for i in keep], [ref[i] for i in keep]
         ref64 = None if ref64 is None else [ref64[i] for i in keep if i < len(ref64)]
         skip_values = {keep.index(i) for i in skip_values if i in keep}
+        quantized = {keep.index(i) for i in quantized if i in keep}
     if len(got) != len(ref):
         return {"symptom": "output count", "message": f"{len(got)} outputs != expected {len(ref)}",
                 "distance": {"got": len(got), "expected": len(ref)}}
     for i, (g, r) in enumerate(zip(got, ref)):
         r64 = ref64[i] if ref64 is not None and i < len(ref64) else None
-        verdict = compare_one(g, r, r64, values=i not in skip_values, rtol=rtol, atol=atol)
+        verdict = compare_one(g, r, r64, values=i not in skip_values, rtol=rtol, atol=atol,
+                              steps=QUANTIZATION_STEPS if i in quantized else 0)
         if verdict is not None:
             verdict["distance"]["output"] = i
             if len(got) > 1:

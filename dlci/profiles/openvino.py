@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from dlci.diff import Diff, GitRepo
@@ -29,6 +30,7 @@ from dlci.targets import reaching
 from dlci.profiles import register
 from dlci.profiles._tables import (Changed, Entry, Selector, brace_entries, calls, changed_regions, compact,
                                    cpp_names, cpp_refs, grep_words, reach, table_rows_changed, unquote, why_for)
+from dlci.profiles import openvino_python
 from dlci.profiles.base import Profile, ProfileResult
 
 CPP_SUFFIXES = (".cpp", ".cc", ".hpp", ".h", ".hh", ".cxx")
@@ -263,10 +265,24 @@ def analyse_cpp_frontends(profile: str, repo: GitRepo, diff: Diff, frontends, *,
 class OpenVINOProfile(Profile):
     name = "openvino"
     description = ("OpenVINO frontends: PyTorch op_table.cpp (TorchScript/FX), ONNX ONNX_OP registrations, "
-                   "TensorFlow and TensorFlow Lite op_table.cpp")
+                   "TensorFlow and TensorFlow Lite op_table.cpp; the Python side (PyTorch decoders, torch.compile "
+                   "backend, export decompositions, TensorFlow graph iterator, ovc)")
+    python_converter_files = tuple(f"{root}/openvino/frontend/**.py".lstrip("/") for root in
+                                   openvino_python.PACKAGE_ROOTS)
+    # the checkout's Python package over the installed wheel's native libraries (linked in by prepare_checkout);
+    # whichever layout the repository has
+    python_path = openvino_python.PACKAGE_ROOTS
+
+    def prepare_checkout(self, root: Path) -> None:
+        openvino_python.link_native(root)
 
     def detect(self, repo: GitRepo) -> bool:
-        return any(_exists(repo, fe.marker, "head") for fe in FRONTENDS)
+        return any(_exists(repo, fe.marker, "head") for fe in FRONTENDS) or \
+            openvino_python.package_dir(repo) is not None
 
     def analyse(self, repo: GitRepo, diff: Diff) -> ProfileResult:
-        return analyse_cpp_frontends(self.name, repo, diff, FRONTENDS)
+        result = analyse_cpp_frontends(self.name, repo, diff, FRONTENDS)
+        python = openvino_python.analyse(repo, diff, self.name)
+        result.touches += python.touches
+        result.unmapped += python.unmapped
+        return result

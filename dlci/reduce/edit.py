@@ -100,6 +100,9 @@ def params_for(inst_framework: str, call: dict, arrays: dict) -> dict:
         return params
     if kind == "keras_layer":
         return _keras_params(call.get("config", {}))
+    if kind == "tf_fn":
+        from dlci.instance.recipe import has_tensor
+        return {k: v for k, v in call.get("kwargs", {}).items() if not has_tensor(v)}
     if kind == "onnx_model":
         from dlci.instance.recipe import attribute_value
         model = load_onnx(arrays)

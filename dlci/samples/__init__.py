@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 FRONTEND = "python/tvm/relax/frontend"
+OV_PACKAGE = "src/bindings/python/src/openvino"  # where OpenVINO's repository keeps its Python package
 DLCI_YML = """\
 # how dlci imports this checkout's TVM: the Python sources from python/, the native library of the installed wheel
 python_path: [python]
@@ -41,6 +42,7 @@ class SamplePR:
     expect_finding: bool = False             # a correct tool reports a new finding on this PR
     note: str = ""
     extra_files: dict = field(default_factory=dict)
+    project: str = "tvm"                     # whose installed Python sources the repository is built from
 
 
 SAMPLES: dict[str, SamplePR] = {s.name: s for s in (
@@ -165,6 +167,27 @@ SAMPLES: dict[str, SamplePR] = {s.name: s for s in (
              "selected, and every failure found is already on base (old bugs, limitations and exporter bugs must "
              "not be reported as the PR's)"),
     SamplePR(
+        "tvm-tflite-quantized-avgpool",
+        "[Relax][TFLite] avg_pool2d: pool quantized tensors in their own dtype",
+        (Edit(f"{FRONTEND}/tflite/tflite_frontend.py",
+              """                out = relax.op.astype(in_expr, "int32")
+                out = relax.op.nn.avg_pool2d(out, **params)
+                out = relax.op.astype(out, output_tensor_type_str)
+""",
+              """                out = relax.op.nn.avg_pool2d(in_expr, **params)
+"""),),
+        expect_operators=("avg_pool2d",), expect_finding=True,
+        note="quantized average pooling now sums int8 values in int8: windows whose sum leaves the int8 range wrap "
+             "around; float models never take this branch, only quantized TFLite models (tflite_variants) do"),
+    SamplePR(
+        "openvino-py-bfloat16-table",
+        "[PT FE] utils: drop the duplicate bfloat16 entry of the type map",
+        (Edit(f"{OV_PACKAGE}/frontend/pytorch/utils.py", '    "torch.bfloat16": OVType.bf16,\n', ""),),
+        expect_operators=("add", "relu"), expect_finding=True, project="openvino",
+        note="the PyTorch decoders' dtype table loses torch.bfloat16: every bfloat16 graph that OpenVINO's Python "
+             "decoders read fails (a change no operator table names: tested with the operators every graph has, "
+             "in bfloat16 by torch_variants)"),
+    SamplePR(
         "tvm-docs-only",
         "[Docs] Clarify the nn.Module exporter docstring",
         (Edit("README.md", "A TVM-shaped repository", "A TVM-shaped repository (Python sources only)"),),
@@ -207,6 +230,22 @@ def copy_tvm_python(dest: Path) -> None:
         shutil.copyfile(path, target)
 
 
+def copy_openvino_python(dest: Path) -> None:
+    """The installed OpenVINO's Python sources laid out as in OpenVINO's repository (no .dlci.yml: the openvino
+    profile's defaults run them over the installed native libraries)."""
+    spec = importlib.util.find_spec("openvino")
+    if spec is None or not spec.submodule_search_locations:
+        raise SampleError("OpenVINO is not installed: pip install 'dlci[openvino]'")
+    src = Path(list(spec.submodule_search_locations)[0])
+    for path in src.rglob("*.py"):
+        rel = path.relative_to(src)
+        if "__pycache__" in rel.parts:
+            continue
+        target = dest / OV_PACKAGE / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+
+
 def build(name: str, dest: Path) -> tuple[Path, str, str]:
     """Build sample PR ``name`` as a git repository at ``dest``; returns (repo, base sha, head sha)."""
     if name not in SAMPLES:
@@ -216,12 +255,17 @@ def build(name: str, dest: Path) -> tuple[Path, str, str]:
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    copy_tvm_python(dest)
-    (dest / ".dlci.yml").write_text(DLCI_YML)
-    (dest / "README.md").write_text("A TVM-shaped repository built by dlci from the installed TVM's sources.\n")
+    if sample.project == "openvino":
+        copy_openvino_python(dest)
+        (dest / "README.md").write_text("An OpenVINO-shaped repository built by dlci from the installed OpenVINO's "
+                                        "Python sources.\n")
+    else:
+        copy_tvm_python(dest)
+        (dest / ".dlci.yml").write_text(DLCI_YML)
+        (dest / "README.md").write_text("A TVM-shaped repository built by dlci from the installed TVM's sources.\n")
     _git(dest, "init", "-q", "-b", "main")
     _git(dest, "add", "-A")
-    _git(dest, "commit", "-q", "-m", "base: TVM Python sources")
+    _git(dest, "commit", "-q", "-m", f"base: {'OpenVINO' if sample.project == 'openvino' else 'TVM'} Python sources")
     base = _git(dest, "rev-parse", "HEAD")
     _git(dest, "checkout", "-q", "-b", f"pr/{name}")
     for edit in sample.edits:

@@ -86,15 +86,19 @@ def scan(req: ScanRequest) -> Report:
     from dlci import sources
     from dlci.sources.selection import gather
     frameworks = {f for t in chosen.values() for f in t.frameworks}
-    instances = gather(options.sources or sources.PR_SOURCES, sorted(want),
-                               limit_per_op=options.limit_per_op, frameworks=frameworks, progress=say)
+    instances = gather(options.sources or sources.PR_SOURCES, sorted(want), limit_per_op=options.limit_per_op,
+                       frameworks=frameworks, progress=say, canonical=True)
+
+    def route(inst):
+        return {x for c in operators.instance_ops(inst.op) & want.keys() for x in want[c]}
+
+    # only what reaches a chosen target (a source's instances of related operators go nowhere): the plan's order,
+    # its diversity and the first case of each variant kind are then about the tests that run
+    instances = [i for i in instances if any(i.framework in chosen[t].frameworks for t in route(i) & chosen.keys())]
     pr["instances_selected"] = len(instances)
     if not instances:
         pr["test_gap"] = "no migrated instance exists for the touched operators"
         return nothing_to_test(f"no migrated instance of the touched operators ({', '.join(sorted(want))})")
-
-    def route(inst):
-        return {x for c in operators.instance_ops(inst.op) & want.keys() for x in want[c]}
 
     profiles_here = [profiles.PROFILES[n] for n in analysis.profiles]
     workdir = Path(tempfile.mkdtemp(prefix="dlci-scan-"))

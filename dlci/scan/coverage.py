@@ -67,9 +67,22 @@ class CoverageCache:
 
 
 def changed_statements(repo, converter_files) -> dict[str, set[tuple[int, int]]]:
+    """Per converter file, the head statements a PR changed; where it only deleted lines, the statement right after
+    the deletion point (a test that runs it ran where the deleted code used to run: a removed ``elif`` branch)."""
     by_path = {f.path: f for f in repo.last_diff.files}
-    return {rel: changed_statement_spans(repo.text(rel, "head") or "", set(by_path[rel].added))
-            for rel in converter_files if rel in by_path}
+    out = {}
+    for rel in converter_files:
+        if rel not in by_path:
+            continue
+        ch = by_path[rel]
+        text = repo.text(rel, "head") or ""
+        spans = changed_statement_spans(text, set(ch.added))
+        for h in ch.hunks:
+            if h.new_count == 0 and h.old_count > 0:
+                spans |= changed_statement_spans(text, {h.new_start + 1}) or changed_statement_spans(
+                    text, {h.new_start})
+        out[rel] = spans
+    return out
 
 
 def _ran(span: tuple[int, int], lines) -> bool:

@@ -45,6 +45,7 @@ class Source:
     description: str = ""
     default_limit_per_op: int | None = None
     bases: tuple[str, ...] = ()  # a derived source: the sources whose instances it varies (derived per operator)
+    per_op = False  # harvests the wanted operators only (cheap per operator): gather asks it for those, not all
 
     def __init__(self, ops: Iterable[str] | None = None):
         # ``ops``: only harvest these operators (canonical ids like "aten::add" or the library's own names)
@@ -248,11 +249,12 @@ def stable_seed(*parts: str) -> int:
 # The built-in sources register themselves on import (plugins of this registry: they import it, it names them).
 BUILTIN_MODULES = ("dlci.sources.opinfo", "dlci.sources.modules", "dlci.sources.onnx_node", "dlci.sources.harvest",
                    "dlci.sources.boundary", "dlci.sources.nan_search", "dlci.sources.onnx_variants",
-                   "dlci.sources.torch_variants")
+                   "dlci.sources.torch_variants", "dlci.sources.tflite_variants",
+                   "dlci.sources.tf_ops")
 # what `dlci test` and `dlci scan` load when no --sources / .dlci.yml sources are given
 DEFAULT_SOURCES = ("opinfo", "module_db", "onnx_node", "keras_tests")
 # what `dlci scan` adds for the operators a PR touches: the variants of their cases that take other converter paths
-PR_SOURCES = DEFAULT_SOURCES + ("onnx_variants", "torch_variants")
+PR_SOURCES = DEFAULT_SOURCES + ("onnx_variants", "torch_variants", "tflite_variants")
 
 
 def _import_builtin_sources() -> None:

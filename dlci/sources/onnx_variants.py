@@ -19,7 +19,9 @@ optional inputs and attributes left out. Per base instance (``onnx_node``), the 
   shapes, axes and indices keep their length);
   outputs keep their rank, their sizes become unknown;
 - ``optional_absent``: trailing optional inputs left out; ``attribute_default``: one attribute that has a default
-  left out.
+  left out;
+- ``rank``: the data input (the first, floating-point, rank >= 3) with its last dim dropped or a dim appended, where
+  the schema takes any rank (global pooling, normalisations: converters often assume the 2-D image case).
 
 Every variant is checked (``onnx.checker`` with shape inference) and evaluated with ``onnx.reference``: a variant
 that keeps the semantics (initializer, constant node, opset) must reproduce the base case's expected outputs, or it
@@ -40,7 +42,7 @@ from dlci.sources.variant_base import VariantSource
 from dlci.sources._common import dist_version
 
 PRESERVING = ("initializer", "constant_node", "all_initializers", "opset", "symbolic_batch", "symbolic_dims")
-KINDS = PRESERVING + ("exported_params", "optional_absent", "attribute_default")
+KINDS = PRESERVING + ("exported_params", "optional_absent", "attribute_default", "rank")
 OLDER_OPSETS = 4  # older schema versions tried per instance (the newest ones, and the oldest)
 
 
@@ -134,6 +136,33 @@ def _symbolic(model, leading_only: bool):
             d.ClearField("dim_value")  # rank kept, sizes unknown
     del m.graph.value_info[:]
     return m
+
+
+def _ranked(model, arrays: list[np.ndarray], grow: bool):
+    """The case with its data input one dim shorter (the last dropped) or longer (a dim of 2 appended, the values
+    repeated); the output shapes are left to inference. None when the data input is not a float tensor of rank 3+."""
+    import onnx
+    data = arrays[0] if arrays else None
+    inputs = _runtime_inputs(model)
+    if data is None or data.dtype.kind != "f" or data.ndim < 3 or not inputs:
+        return None
+    new = np.repeat(data[..., None], 2, axis=-1) if grow else np.ascontiguousarray(data[..., 0])
+    m = copy.deepcopy(model)
+    shape = _runtime_inputs(m)[0].type.tensor_type.shape
+    del shape.dim[:]
+    for d in new.shape:
+        shape.dim.add().dim_value = int(d)
+    for vo in m.graph.output:
+        vo.type.tensor_type.ClearField("shape")  # rank and sizes follow from the new input
+    del m.graph.value_info[:]
+    try:
+        inferred = onnx.shape_inference.infer_shapes(m, strict_mode=True)
+    except Exception:
+        return None  # the operator does not take this rank
+    for vo, got in zip(m.graph.output, inferred.graph.output):
+        if got.type.tensor_type.HasField("shape"):
+            vo.type.tensor_type.shape.CopyFrom(got.type.tensor_type.shape)
+    return m, [new] + list(arrays[1:])
 
 
 def _older_opsets(model, node, domain: str) -> list[int]:
@@ -257,6 +286,10 @@ def candidates(inst: Instance) -> Iterator[tuple[str, str, object, list[np.ndarr
         symbolic = _symbolic(model, leading_only=kind == "symbolic_batch")
         if symbolic is not None:
             yield (kind, f"{axes} of the floating-point inputs symbolic", symbolic, arrays)
+    for grow in (False, True):
+        ranked = _ranked(model, arrays, grow)
+        if ranked is not None:
+            yield ("rank", f"data input of rank {ranked[1][0].ndim}", *ranked)
     for version in _older_opsets(model, node, domain):
         yield ("opset", f"opset {version}", _at_opset(base_model, version, domain, op_type), base_arrays)
     declared = next((o.version for o in model.opset_import if (o.domain or "") == domain), None)
@@ -340,7 +373,6 @@ class OnnxVariantSource(VariantSource):
                    "inputs and attributes left out (validated with onnx.reference)")
     default_limit_per_op = None
     bases = ("onnx_node",)
-    base_source = "onnx_node"
     kinds = KINDS
     variants_per_op = 24
 

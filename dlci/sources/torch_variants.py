@@ -8,6 +8,9 @@ instance of ``opinfo``, the kinds:
 - ``keywords``: every argument after the first passed by name (where the function accepts it by name);
 - ``positional``: keyword arguments passed by position, as far as the parameter order allows;
 - ``defaults_omitted``: keyword arguments whose value is the parameter's default left out;
+- ``defaults_explicit``: one parameter the sample leaves out passed by name with its default (``None`` where the
+  signature does not say: optional arguments of builtins), which can select another overload
+  (``div(a, b, rounding_mode=None)`` is ``div.Tensor_mode``, not ``div.Tensor``);
 - ``dynamic_batch`` / ``dynamic_dims``: the same call exported with dynamic dims (``torch.export`` ``Dim.AUTO`` on
   the leading dim / every dim > 1 of the float inputs): the exported program carries SymInts, which translators
   convert on paths of their own (other forms run it as the static call);
@@ -34,7 +37,8 @@ from dlci.sources import register
 from dlci.sources.variant_base import VariantSource
 from dlci.sources._common import dist_version
 
-KINDS = ("keywords", "positional", "defaults_omitted", "scalar_operand", "dynamic_batch", "dynamic_dims", "dtype")
+KINDS = ("keywords", "positional", "defaults_omitted", "defaults_explicit", "scalar_operand", "dynamic_batch",
+         "dynamic_dims", "dtype")
 LOW_PRECISION = ("bfloat16", "float16")  # the float32 inputs cast to these (where eager runs the op in them)
 
 
@@ -103,6 +107,13 @@ def candidates(inst: Instance) -> Iterator[tuple[str, str, dict]]:
     if same:
         yield ("defaults_omitted", f"{', '.join(same)} left to the default",
                {**call, "kwargs": {k: v for k, v in kwargs.items() if k not in same}})
+    for p in params[len(args):]:
+        name = p["name"]
+        if not p["has_default"] or not p["keyword"] or name in kwargs or name == "out" or name.startswith("_"):
+            continue
+        value = defaults.get(name)
+        if _plain(value):
+            yield ("defaults_explicit", f"{name}={value!r} passed by name", {**call, "kwargs": {**kwargs, name: value}})
 
 
 # (detail, cast of the first tensor or None, the number's type): the mixed-category promotion first, where
@@ -186,7 +197,6 @@ class TorchVariantSource(VariantSource):
     description = "opinfo calls with arguments by name, by position, and defaults left out (same eager result)"
     default_limit_per_op = None
     bases = ("opinfo",)
-    base_source = "opinfo"
     kinds = KINDS
 
     def library_versions(self) -> dict[str, str]:

@@ -1,6 +1,6 @@
-"""What the variant sources (onnx_variants, torch_variants) share: load the base source as
-dlci.sources.selection.gather loads it (the same cache entry), pick the wanted operators, and per operator take the
-candidates round robin over the kinds, so a small cap still sees each way of presenting the operator."""
+"""What the variant sources (onnx_variants, torch_variants, tflite_variants) share: load the base sources as
+dlci.sources.selection.gather loads them (the same cache entries), pick the wanted operators, and per operator take
+the candidates round robin over the kinds, so a small cap still sees each way of presenting the operator."""
 from __future__ import annotations
 
 import collections
@@ -11,8 +11,7 @@ from dlci.sources import Source, load_with_stats
 
 
 class VariantSource(Source):
-    """Subclasses set ``base_source``, ``kinds`` and implement :meth:`candidates` and :meth:`build`."""
-    base_source: str = ""
+    """Subclasses set ``bases``, ``kinds`` and implement :meth:`candidates` and :meth:`build`."""
     kinds: tuple[str, ...] = ()
     variants_per_op = 8
 
@@ -33,7 +32,12 @@ class VariantSource(Source):
     def harvest(self, limit_per_op: int | None = None) -> Iterator[Instance]:
         from dlci import operators
         cap = limit_per_op if limit_per_op is not None else self.variants_per_op
-        base, _ = load_with_stats(self.base_source, limit_per_op=limit_per_op)
+        from dlci.sources import SOURCES
+        base: list[Instance] = []
+        for name in self.bases:
+            # as gather loads it: the whole source, or the wanted operators of one that harvests per operator
+            per_op = getattr(SOURCES.get(name), "per_op", False)
+            base += load_with_stats(name, limit_per_op=limit_per_op, ops=self.ops if per_op else None)[0]
         if self.ops:
             base = operators.select(base, self.ops)
         groups: dict[str, list[Instance]] = collections.defaultdict(list)

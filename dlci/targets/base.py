@@ -47,6 +47,11 @@ class Target:
     # ({"torch": "torch.onnx"}): a failure the exporter shows identically on the same instances is the exporter's
     exporters: ClassVar[dict[str, str]] = {}
     job_func: ClassVar[str] = "dlci.testcase:execute_job"  # the worker function running one test (module:function)
+    # its outputs are a TFLite model's, in the converter's subgraph order (keras instances: put back in the order
+    # the keras model returns them, dlci.models.keras_output_order)
+    tflite_outputs: ClassVar[bool] = False
+    # element types the target has no tensors of: a test with such an input or output is unsupported, not a finding
+    unsupported_dtypes: ClassVar[tuple[str, ...]] = ()
 
     def version(self) -> str:
         try:

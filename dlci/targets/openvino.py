@@ -23,6 +23,7 @@ class _OpenVINO(Target):
     package = "openvino"
     modules = ("openvino",)
     test_style = "openvino"
+    unsupported_dtypes = ("complex64", "complex128")  # OpenVINO has no complex element type
 
     def is_unsupported(self, exc: BaseException, stage: str) -> bool:
         for e in chain(exc):
@@ -80,7 +81,7 @@ class OpenVINOPyTorch(_OpenVINO):
     name = "openvino.pytorch"
     frameworks = ("torch",)
     form = "torch_module"
-    reaches = ("openvino:frontend.pytorch.ts", "openvino:cpu", "pytorch:eager", "pytorch:jit")
+    reaches = ("openvino:frontend.pytorch.ts", "openvino:ovc", "openvino:cpu", "pytorch:eager", "pytorch:jit")
 
     def convert(self, module: Any, inputs: Sequence[np.ndarray]) -> Any:
         import openvino as ov
@@ -92,7 +93,8 @@ class OpenVINOExportedProgram(_OpenVINO):
     name = "openvino.exported_program"
     frameworks = ("torch",)
     form = "exported_program"
-    reaches = ("openvino:frontend.pytorch.fx", "openvino:cpu", "pytorch:eager", "pytorch:export",
+    reaches = ("openvino:frontend.pytorch.fx", "openvino:frontend.pytorch.export", "openvino:ovc", "openvino:cpu",
+               "pytorch:eager", "pytorch:export",
                "pytorch:decompositions")
 
     def convert(self, ep: Any, inputs: Sequence[np.ndarray]) -> Any:
@@ -116,7 +118,7 @@ class OpenVINOONNX(_OpenVINO):
     name = "openvino.onnx"
     frameworks = ("torch", "onnx")
     form = "onnx"
-    reaches = ("openvino:frontend.onnx", "openvino:cpu", "pytorch:eager")
+    reaches = ("openvino:frontend.onnx", "openvino:ovc", "openvino:cpu", "pytorch:eager")
     exporters = {"torch": "torch.onnx"}
 
     def convert(self, model: Any, inputs: Sequence[np.ndarray]) -> Any:
@@ -128,7 +130,7 @@ class OpenVINOTF(_OpenVINO):
     name = "openvino.tf"
     frameworks = ("keras",)
     form = "saved_model"
-    reaches = ("openvino:frontend.tf", "openvino:cpu")
+    reaches = ("openvino:frontend.tf", "openvino:ovc", "openvino:cpu")
 
     def convert(self, saved_model: Any, inputs: Sequence[np.ndarray]) -> Any:
         import openvino as ov
@@ -138,9 +140,10 @@ class OpenVINOTF(_OpenVINO):
 @register
 class OpenVINOTFLite(_OpenVINO):
     name = "openvino.tflite"
-    frameworks = ("keras",)
+    frameworks = ("keras", "tflite")
     form = "tflite"
-    reaches = ("openvino:frontend.tflite", "openvino:cpu", "tensorflow:lite.converter")
+    tflite_outputs = True
+    reaches = ("openvino:frontend.tflite", "openvino:ovc", "openvino:cpu", "tensorflow:lite.converter")
 
     def convert(self, buf: bytes, inputs: Sequence[np.ndarray]) -> Any:
         return _via_file(buf, ".tflite")

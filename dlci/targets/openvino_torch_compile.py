@@ -13,8 +13,8 @@ class OpenVINOTorchCompile(DynamoTarget, _OpenVINO):
     name = "openvino.torch_compile"
     package = "openvino"
     modules = ("openvino",)
-    reaches = ("openvino:frontend.pytorch.fx", "openvino:cpu", "pytorch:eager", "pytorch:dynamo",
-               "pytorch:decompositions")
+    reaches = ("openvino:frontend.pytorch.fx", "openvino:torchdynamo", "openvino:cpu", "pytorch:eager",
+               "pytorch:dynamo", "pytorch:decompositions")
     test_style = None  # no OpenVINO layer-test harness for this entry point: the standalone script only
     timeout = 240.0    # dynamo + conversion on the first call
 

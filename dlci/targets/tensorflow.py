@@ -31,6 +31,7 @@ class TFLite(Target):
     name = "tf.lite"
     frameworks = ("keras",)
     form = "keras_model"
+    tflite_outputs = True
     package = "tensorflow-cpu"
     modules = ("tensorflow.lite",)
     reaches = ("tensorflow:lite.converter", "tensorflow:lite.kernels")

@@ -111,8 +111,9 @@ class TVMFromONNX(_TVM):
 @register
 class TVMFromTFLite(_TVM):
     name = "tvm.from_tflite"
-    frameworks = ("keras",)
+    frameworks = ("keras", "tflite")
     form = "tflite"
+    tflite_outputs = True
     reaches = ("tvm:frontend.tflite", "tvm:relax", "tvm:codegen.llvm", "tensorflow:lite.converter")
 
     def convert(self, buf: bytes, inputs: Sequence[np.ndarray]) -> Any:
