@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,3 +171,30 @@ def test_steered_order_takes_hot_families_in_turn():
     hot_turns = [variant_kind(t.instance) for t in got[1:8:2]]
     assert hot_turns == ["initializer", "exported_params", "initializer", "exported_params"], hot_turns
     assert [variant_kind(t.instance) for t in got[0:8:2]][:2] == ["opset", "opset"]
+
+
+def test_a_failure_spread_over_many_operators_is_shown_on_the_most_basic_one():
+    """One root cause under many operators (a dtype table every graph goes through): the finding is shown on add,
+    the operator a maintainer reads as "any graph"; a failure of two operators is shown on the one the PR touched
+    most directly, then on the smallest instance."""
+    from dlci.campaign.state import Campaign
+    from dlci.instance import Instance, Origin, TensorSpec
+    from dlci.outcome import CRASH, Outcome
+
+    def inst(op, n):
+        x = np.zeros(n, np.float32)
+        return Instance(op=op, framework="torch", call={"kind": "torch_fn", "fn": "torch.relu", "args": [{"$t": 0}]},
+                        inputs=[TensorSpec.of(x)], params={}, origin=Origin("opinfo", op), arrays={"in:0": x})
+    insts = [inst("aten::mean", 2), inst("aten::add", 50), inst("aten::relu", 3), inst("aten::sum", 1)]
+
+    def campaign(members, preferred):
+        c = Campaign({i.id: i for i in members}, {"t": type("T", (), {"modules": ()})()}, preferred_ops=preferred)
+        for i in members:
+            c.failures["sig"].append(Outcome(instance_id=i.id, op=i.op, target="t", status=CRASH, symptom="E"))
+        return c
+    spread = campaign(insts, ["mean", "sum", "add"])
+    assert spread.representative("sig").op == "aten::add"
+    two = campaign(insts[:1] + insts[3:], ["sum", "mean"])
+    assert two.representative("sig").op == "aten::sum"
+    unranked = campaign(insts[:1] + insts[3:], [])
+    assert unranked.representative("sig").op == "aten::sum"  # smallest

@@ -11,6 +11,7 @@ from dlci.outcome import CRASH, INCONSISTENT, STATUSES, UNSUPPORTED, Outcome
 
 CONFIRM_TRIES = 2  # instances tried per signature before a failure is called flaky
 UNSUPPORTED_KEPT = 4  # unsupported outcomes kept per (target, operator): one per distinct message
+SPREAD_OPERATORS = 3  # a failure on this many operators is shown on the most basic one
 
 
 @dataclass
@@ -32,6 +33,25 @@ class Campaign:
     confirmed_at: dict[str, float] = field(default_factory=dict)  # signature -> epoch seconds of its confirmation
     # (target, operator) -> a few outcomes the target called unsupported (PR mode asks the base revision about them)
     unsupported: dict[tuple[str, str], list[Outcome]] = field(default_factory=dict)
+    # canonical operators in the order a PR touched them (most directly first): a finding whose failure spans
+    # several operators is shown on the one the PR touched most directly
+    preferred_ops: list[str] = field(default_factory=list)
+
+    def face(self, instance_id: str, spread: bool = False) -> tuple[int, int, int]:
+        """How well an instance stands for a finding (smaller is better): of the operator the PR touched most
+        directly, then smallest (the most readable reproducer). ``spread``: the failure spans many operators (a dtype
+        table, the importer's own path): then the most basic operator shows it best (BASIC_OPERATORS: "add fails")."""
+        from dlci.operators import BASIC_OPERATORS, instance_ops
+        inst = self.instances[instance_id]
+        ops = instance_ops(inst.op)
+        basic = min((k for k, c in enumerate(BASIC_OPERATORS) if c in ops), default=len(BASIC_OPERATORS)) \
+            if spread else 0
+        rank = min((k for k, c in enumerate(self.preferred_ops) if c in ops), default=len(self.preferred_ops))
+        return basic, rank, inst.size()
+
+    def spread(self, instance_ids) -> bool:
+        """Does a failure on these instances span many operators (one root cause under all of them)?"""
+        return len({self.instances[i].op for i in instance_ids if i in self.instances}) >= SPREAD_OPERATORS
 
     def signature(self, outcome: Outcome) -> str:
         return F.signature(outcome, self.targets[outcome.target].modules)
@@ -97,8 +117,10 @@ class Campaign:
         return [o for o in self.failures[sig] if o.instance_id not in flaky_ids] or self.failures[sig]
 
     def representative(self, sig: str) -> Outcome:
-        """The smallest instance that hit this signature (and did not flake) makes the most readable reproducer."""
-        return min(self.steady_outcomes(sig), key=lambda o: self.instances[o.instance_id].size())
+        """The instance that stands best for this signature (:meth:`face`) among those that did not flake."""
+        outcomes = self.steady_outcomes(sig)
+        spread = self.spread(o.instance_id for o in outcomes)
+        return min(outcomes, key=lambda o: self.face(o.instance_id, spread))
 
     # -- summary ------------------------------------------------------------------------------------------------
     def stats(self) -> dict:

@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 
 from dlci.diff import Diff, GitRepo
+from dlci.operators import BASIC_OPERATORS
 from dlci.profiles.base import ProfileResult, Touch
 from dlci.targets import reaching
 
@@ -38,9 +39,7 @@ AREAS = (
     ("tools/ovc/*", ("openvino:ovc",)),
 )
 # what a change to code every graph runs is tested with, per namespace of the area's instances
-COMMON = {"aten": ("add", "mul", "relu", "linear", "conv2d", "matmul", "softmax"),
-          "tf": ("add", "relu", "linear", "conv2d", "matmul"),
-          "onnx": ("Add", "Mul", "Relu", "MatMul", "Conv")}
+COMMON = {"aten": BASIC_OPERATORS, "tf": BASIC_OPERATORS, "onnx": ("Add", "Mul", "Relu", "MatMul", "Conv", "Softmax")}
 _OPS = re.compile(r"""(?:torch\.ops\.aten\.|\baten\.|["']aten::)([A-Za-z_][A-Za-z0-9_]*)""")
 
 

@@ -95,6 +95,15 @@ def _pr_section(pr: dict, findings: list) -> list[str]:
     return lines
 
 
+def _other_operators(f: dict) -> list[str]:
+    """A failure that spans operators (one root cause: a dtype table, a shared helper) says which."""
+    others = [op for op in f.get("operators") or [] if op != f["operator"]]
+    if not others:
+        return []
+    shown = ", ".join(f"`{op}`" for op in others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
+    return [f"- the same failure on {len(others)} other operator{'s' if len(others) > 1 else ''}: {shown}"]
+
+
 def _ops_part(red: dict) -> str:
     """"11 to 1 operators, " when the graph pass removed operators (multi-operator instances)."""
     before, after = red["before"].get("operators"), red["after"].get("operators")
@@ -114,6 +123,7 @@ def render_markdown(doc: dict) -> str:
             known = f" — known issue {f['known'].get('link') or f['known'].get('note')}" if f.get("known") else ""
             lines += [f"## {f['id']}: {f['target']} — {f['symptom']} on `{f['operator']}`{known}", "",
                       f"- stage: {f['stage']}; origin: {f['origin'].get('source')} `{f['origin'].get('test')}`",
+                      *_other_operators(f),
                       f"- signature: `{f['signature']}`",
                       *([f"- equivalence rule `{f['rule']['name']}` ({f['rule']['category_title']}): "
                          f"{f['rule']['summary']}", f"  - graph A: {f['rule']['graph_a']}",

@@ -115,7 +115,9 @@ def scan(req: ScanRequest) -> Report:
         say(f"{len(instances)} instances of {len({i.op for i in instances})} operators -> "
             f"{', '.join(chosen)}; budget {options.budget:.0f} s")
 
-        campaign = Campaign({i.id: i for i in instances}, dict(chosen))
+        campaign = Campaign({i.id: i for i in instances}, dict(chosen),
+                            preferred_ops=list(dict.fromkeys(c for t in analysis.touches
+                                                             for c in operators.canonical(t.operator, t.namespace))))
         tests = stages.plan(instances, campaign.targets, route=route,
                             order=coverage.edited_lines_first(repo, converter_files, cache))
         (out / "repro").mkdir(parents=True, exist_ok=True)

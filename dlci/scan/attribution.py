@@ -42,8 +42,9 @@ def attribute(findings: list[Finding], campaign: Campaign, options: RunOptions, 
     the findings, split ones included."""
     per_finding = []
     for f in findings:
+        spread = campaign.spread(f.instances)
         ids = [f.instance_id] + sorted((i for i in f.instances if i != f.instance_id),
-                                       key=lambda i: campaign.instances[i].size())
+                                       key=lambda i: campaign.face(i, spread))
         per_finding.append([_job(f"base{f.id}", campaign, iid, f.target) for iid in ids[:BASE_RERUNS]])
     # round robin: every finding's representative first, so a deadline leaves as few findings unattributed as it can
     jobs = [js[k] for k in range(BASE_RERUNS) for js in per_finding if k < len(js)]
@@ -106,13 +107,19 @@ def _part(f: Finding, instances: list[str], new: bool, base: dict[str, Outcome],
     part = Finding.from_dict(f.to_dict())
     part.signature = f.signature + suffix
     part.instances = sorted(instances)
+    part.operators = sorted({campaign.instances[i].op for i in instances if i in campaign.instances})
     part.new_in_pr = new
     mine = {i: o for i, o in base.items() if i in instances}
     passing = [i for i, o in mine.items() if o.status == "pass"]
-    if part.instance_id not in instances or (new and passing and part.instance_id not in passing):
-        pick = min(passing or list(mine) or instances, key=lambda i: campaign.instances[i].size())
+    spread = campaign.spread(instances)
+    # a new part is shown on an instance that passes on base (its reproducer then passes there), an old one on one
+    # that base re-ran; either on the one that stands best for it (Campaign.face)
+    candidates = passing if new and passing else (list(mine) or list(instances))
+    pick = min(candidates, key=lambda i: campaign.face(i, spread))
+    if part.instance_id not in candidates or campaign.face(pick, spread) < campaign.face(part.instance_id, spread):
         head = next((o for o in campaign.failures.get(f.signature, []) if o.instance_id == pick), None)
         part.instance_id = pick
+        part.operator, part.origin = campaign.instances[pick].op, campaign.instances[pick].origin.__dict__
         part.reduction = None  # the reduced instance belongs to the other part
         if head is not None:
             part.message, part.distance, part.traceback = head.message[:2000], head.distance, head.traceback[-4000:]
