@@ -198,3 +198,24 @@ def test_a_failure_spread_over_many_operators_is_shown_on_the_most_basic_one():
     assert two.representative("sig").op == "aten::sum"
     unranked = campaign(insts[:1] + insts[3:], [])
     assert unranked.representative("sig").op == "aten::sum"  # smallest
+
+
+def test_tests_that_repeat_a_passing_trace_wait_for_the_rest():
+    """Two passing runs of one (family, operator, target) with the very same converter-line trace: the rest of that
+    group waits until every other test has run, and nothing is lost."""
+    from dlci.campaign.stages import Steered, Test
+    from dlci.instance import Instance, Origin
+
+    def inst(op, n):
+        return Instance(op=op, framework="onnx", call={"kind": "onnx_model"}, inputs=[], params={"n": n},
+                        origin=Origin("onnx_node", f"case {op} {n}"))
+    plan = [Test(inst("onnx::Relu", n), "tvm.from_onnx") for n in range(5)] + \
+        [Test(inst("onnx::Add", n), "tvm.from_onnx") for n in range(2)]
+    steered = Steered(plan)
+    it = iter(steered)
+    first = [next(it), next(it)]
+    for t in first:
+        steered.observe(t, {"/f.py": [1, 2, 3]}, passed=True)
+    rest = list(it)
+    assert [t.instance.op for t in rest] == ["onnx::Add", "onnx::Add"] + ["onnx::Relu"] * 3
+    assert sorted(map(id, first + rest)) == sorted(map(id, plan))

@@ -142,3 +142,18 @@ def test_scan_runs_a_librarys_rules_only_for_its_own_pr():
     assert set(rule_targets(tvm_pr, Config(rules=[one]), None)) == {"rule." + one}
     with pytest.raises(ConfigError):
         rule_targets(torch_pr, Config(rules=["no.such.rule"]), None)
+
+
+def test_tensorflow_rules_run_on_tensorflow_op_instances(tmp_path):
+    """tf_ops gives the TensorFlow rules operator material beyond keras layers: `dlci rules --ops tf.math.xdivy
+    --library tensorflow` runs the op-call rules (tf.function, XLA, autograd, SavedModel) on Xdivy instances and none
+    of the layer-only ones."""
+    out = tmp_path / "out"
+    proc = dlci("rules", "--ops", "tf.math.xdivy", "--library", "tensorflow", "--budget", "90", "--no-widen",
+                "--out", str(out), "--limit-per-op", "3", timeout=900)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    ran = {r["target"] for r in rows if r["op"] == "tf::Xdivy"}
+    assert {"rule.tf.function", "rule.tf.function.xla"} <= ran, ran
+    assert not ran & {"rule.tf.save_load.config", "rule.tf.formula.activation", "rule.tf.batch"}, ran
+    assert sum(1 for r in rows if r["op"] == "tf::Xdivy" and r["status"] in ("pass", "inconsistency")) >= 3

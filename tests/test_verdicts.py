@@ -166,16 +166,25 @@ def test_the_budget_bounds_the_whole_run_confirmation_reduction_and_reproducers_
     assert doc["stats"]["tests_run"] > 0
 
 
-def test_a_crash_the_base_has_with_the_same_exception_is_old_whatever_its_stage():
+def test_a_crash_on_an_input_the_base_never_took_is_old():
     """A real refactor (TVM's Split via relax.op.split) moved the rejection of zero-size splits from convert to
-    compile, with another message: the input never worked, so the PR did not break it. Another exception is new."""
+    compile, with another message; another (a real refactor of the FX norm converter) turned the TypeError of
+    ord='nuc', which the target calls unsupported, into a ValueError. The input never worked: the PR did not break
+    it. A base that got further than head (it converted, then failed at run) is the PR's doing."""
     from dlci.findings import Finding
-    from dlci.outcome import CRASH, Outcome
-    from dlci.scan.attribution import _same_crash
+    from dlci.outcome import CRASH, UNSUPPORTED, Outcome
+    from dlci.scan.attribution import _never_worked
     f = Finding(id="F001", oracle="crash", operator="onnx::Split", target="tvm.from_onnx", target_version="",
                 symptom="InternalError", stage="compile", signature="s", message="split_indices must be sorted",
                 instance_id="i", origin={}, instances=["i"], operators=["onnx::Split"])
     base = Outcome("i", "onnx::Split", "tvm.from_onnx", CRASH, "convert", "InternalError", "Check failed: sections")
-    assert _same_crash(base, f)
-    assert not _same_crash(Outcome("i", "onnx::Split", "tvm.from_onnx", CRASH, "convert", "ValueError", "x"), f)
-    assert not _same_crash(Outcome("i", "onnx::Split", "tvm.from_onnx", PASS), f)
+    assert _never_worked(base, f)
+    assert _never_worked(Outcome("i", "onnx::Split", "tvm.from_onnx", CRASH, "convert", "ValueError", "x"), f)
+    assert not _never_worked(Outcome("i", "onnx::Split", "tvm.from_onnx", CRASH, "run", "ValueError", "x"), f)
+    assert not _never_worked(Outcome("i", "onnx::Split", "tvm.from_onnx", PASS), f)
+    nuc = Finding(id="F002", oracle="crash", operator="aten::norm", target="tvm.from_fx", target_version="",
+                  symptom="ValueError", stage="convert", signature="s2", message="could not convert string to float",
+                  instance_id="j", origin={}, instances=["j"], operators=["aten::norm"])
+    assert _never_worked(Outcome("j", "aten::norm", "tvm.from_fx", UNSUPPORTED, "convert", "TypeError", "/ str"), nuc)
+    wrong = Finding.from_dict({**nuc.to_dict(), "oracle": "inconsistency", "symptom": "value mismatch"})
+    assert not _never_worked(Outcome("j", "aten::norm", "tvm.from_fx", CRASH, "convert", "TypeError", "x"), wrong)

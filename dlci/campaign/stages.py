@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections import deque
+from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +21,7 @@ from dlci.campaign.state import Campaign
 from dlci.exec import Engine, Job
 from dlci.findings import Finding
 from dlci.instance import Instance, family
-from dlci.outcome import INCONSISTENT, Outcome
+from dlci.outcome import INCONSISTENT, PASS, Outcome
 from dlci.plan import balanced
 from dlci.report.document import Report
 
@@ -57,7 +57,11 @@ def open_engine(options: RunOptions, targets: dict, *, env: dict | None = None, 
 class Steered:
     """The tests in plan order, until one of them runs a changed line (PR mode): from then on, every other test comes
     from the families (``dlci.instance.family``) that did, in turn, so the way of presenting an operator that reaches
-    the change is tried on the other touched operators before the budget runs out, while the plan order goes on."""
+    the change is tried on the other touched operators before the budget runs out, while the plan order goes on.
+    Tests that would only repeat what passed already (the same family, operator and target ran the very same
+    converter lines, passing, SATURATED times) wait until everything else has run."""
+
+    SATURATED = 2  # passing runs with one converter-line trace before more of the same wait
 
     def __init__(self, tests: Sequence[Test]):
         self.tests = list(tests)
@@ -68,11 +72,27 @@ class Steered:
         self.hot: list[tuple] = []
         self.pos = 0
         self.turn = 0
+        self.traces: dict[tuple, Counter] = {}  # (family, operator, target) -> passing traces seen
+        self.deferred: deque = deque()
 
     def heat(self, inst: Instance) -> None:
         fam = family(inst)
         if fam not in self.hot:
             self.hot.append(fam)
+
+    @staticmethod
+    def _key(test: Test) -> tuple:
+        return family(test.instance), test.instance.op, test.target
+
+    def observe(self, test: Test, coverage: dict, passed: bool) -> None:
+        """A test's converter-line trace: passing runs of one trace saturate their (family, operator, target)."""
+        if passed and coverage:
+            trace = hash(tuple(sorted((f, tuple(lines)) for f, lines in coverage.items())))
+            self.traces.setdefault(self._key(test), Counter())[trace] += 1
+
+    def _saturated(self, test: Test) -> bool:
+        seen = self.traces.get(self._key(test))
+        return bool(seen) and max(seen.values()) >= self.SATURATED
 
     def _from_hot(self) -> int | None:
         # round robin over the hot families: when the changed code is reached from many of them (a converter every
@@ -87,19 +107,31 @@ class Steered:
                 return queue.popleft()
         return None
 
+    def _from_plan(self) -> int | None:
+        while self.pos < len(self.tests):
+            n = self.pos
+            self.pos += 1
+            if self.taken[n]:
+                continue
+            if self._saturated(self.tests[n]):
+                self.deferred.append(n)
+                continue
+            return n
+        return None
+
     def __iter__(self) -> Iterator[Test]:
         while True:
             self.turn += 1
             n = self._from_hot() if self.turn % 2 == 0 else None
             if n is None:
-                while self.pos < len(self.tests) and self.taken[self.pos]:
-                    self.pos += 1
-                if self.pos == len(self.tests):
-                    n = self._from_hot()
-                    if n is None:
-                        return
-                else:
-                    n = self.pos
+                n = self._from_plan()
+            if n is None:
+                n = self._from_hot()
+            while n is None and self.deferred:
+                n = self.deferred.popleft()
+                n = None if self.taken[n] else n
+            if n is None:
+                return
             self.taken[n] = True
             yield self.tests[n]
 
@@ -150,8 +182,11 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
             sig = pending_confirm.pop(job.id, None)
             results.write(json.dumps({"job": job.id, "confirming": sig, **outcome.to_dict()}, default=str) + "\n")
             results.flush()
-            if steered and outcome.coverage and reaches_change(outcome.coverage):
-                steered.heat(campaign.instances[outcome.instance_id])
+            if steered and sig is None:
+                test = Test(campaign.instances[outcome.instance_id], outcome.target)
+                steered.observe(test, outcome.coverage, outcome.status == PASS)
+                if outcome.coverage and reaches_change(outcome.coverage):
+                    steered.heat(test.instance)
             need = campaign.record(outcome, sig)
             if need is not None:
                 confirm_queue.append(need)

@@ -374,6 +374,7 @@ def _real(a: np.ndarray) -> np.ndarray:
 
 def comparison(finding, inst: Instance, target_name: str) -> dict:
     """The template context of the check the finding's symptom needs, with the reference embedded."""
+    from dlci.models import quantized_outputs
     from dlci.oracles import compare as C
     symptom = finding.symptom or ""
     if finding.oracle != "inconsistency":
@@ -395,8 +396,7 @@ def comparison(finding, inst: Instance, target_name: str) -> dict:
                 "expected": [array_code(r) for r in ref],
                 "expected64": None if ref64 is None else [array_code(r) for r in ref64],
                 "skip_values": sorted(skip_values_for(inst, len(ref))), "ignore": sorted(ignore),
-                "quantized": sorted(__import__("dlci.models", fromlist=["quantized_outputs"])
-                                    .quantized_outputs(inst, ref)),
+                "quantized": sorted(quantized_outputs(inst, ref)),
                 "note": reference_note(inst, exported, ref64 is not None)}
     r = np.asarray(ref[i])
     r64 = np.asarray(ref64[i]) if ref64 is not None and i < len(ref64) else None
@@ -413,7 +413,6 @@ def comparison(finding, inst: Instance, target_name: str) -> dict:
                expected64=None if r64 is None else array_code(_real(r64).astype(np.float64)),
                complex=kind == "c")
     if kind in "bi":
-        from dlci.models import quantized_outputs
         steps = C.QUANTIZATION_STEPS if i in quantized_outputs(inst, ref) else 0
         return {**ctx, "check": "integers", "steps": steps, "oracle_code": _oracle_source(C.integers_differ)}
     if symptom == "nan mismatch":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 # the migration sources (and their boundary-variant source) that feed the rules of each instance framework
-SOURCES = {"torch": ("opinfo", "module_db"), "keras": ("keras_tests",)}
+SOURCES = {"torch": ("opinfo", "module_db"), "keras": ("keras_tests", "tf_ops")}
 WIDENING = {"torch": "boundary", "keras": "keras_boundary"}
 
 

@@ -86,29 +86,52 @@ def keras_code(inst: Instance) -> str:
             "    call_layer(layer, xs if xs is not None else INPUTS)  # builds the weights\n"
             "    if WEIGHTS:\n"
             "        layer.set_weights([w.astype(dtype) if dtype and w.dtype.kind == 'f' else w for w in WEIGHTS])\n"
-            "    return layer\n\n\n"
-            "def build_keras_model():\n"
-            "    # static batch size: TFLite and OpenVINO then see fully static shapes\n"
-            "    ins = [keras.Input(shape=x.shape[1:], batch_size=x.shape[0], dtype=str(x.dtype), name=f'in{i}')\n"
-            "           for i, x in enumerate(INPUTS)]\n"
-            "    layer = build_layer()\n"
-            "    return keras.Model(ins, call_layer(layer, ins))\n\n\n"
-            "def keras_to_tflite(model):\n"
-            "    return bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())\n\n\n"
-            "def flatten(out):\n"
-            "    if isinstance(out, (list, tuple)):\n        return [a for o in out for a in flatten(o)]\n"
-            "    return [np.asarray(out)]\n\n\n"
-            "def reference():\n"
-            "    \"\"\"The layer called eagerly, and an fp64 copy of it to arbitrate rounding.\"\"\"\n"
-            "    ref = flatten(call_layer(build_layer(), INPUTS))\n"
-            "    try:\n"
-            "        xs64 = [x.astype(np.float64) if x.dtype.kind == 'f' else x for x in INPUTS]\n"
-            "        ref64 = flatten(call_layer(build_layer('float64', xs64), xs64))\n"
-            "        ref64 = ref64 if [r.shape for r in ref64] == [r.shape for r in ref] else None\n"
-            "    except Exception:\n"
-            "        ref64 = None\n"
-            "    return ref, ref64\n")
+            "    return layer\n\n\n" + _KERAS_COMMON)
+
+
+# what every keras-form instance shares: the one-layer model, its TFLite conversion and the eager references
+_KERAS_COMMON = ("def build_keras_model():\n"
+                 "    # static batch size: TFLite and OpenVINO then see fully static shapes\n"
+                 "    ins = [keras.Input(shape=x.shape[1:], batch_size=x.shape[0], dtype=str(x.dtype), name=f'in{i}')\n"
+                 "           for i, x in enumerate(INPUTS)]\n"
+                 "    layer = build_layer()\n"
+                 "    return keras.Model(ins, call_layer(layer, ins))\n\n\n"
+                 "def keras_to_tflite(model):\n"
+                 "    return bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())\n\n\n"
+                 "def flatten(out):\n"
+                 "    if isinstance(out, (list, tuple)):\n        return [a for o in out for a in flatten(o)]\n"
+                 "    return [np.asarray(out)]\n\n\n"
+                 "def reference():\n"
+                 "    \"\"\"The layer called eagerly, and an fp64 copy of it to arbitrate rounding.\"\"\"\n"
+                 "    ref = flatten(call_layer(build_layer(), INPUTS))\n"
+                 "    try:\n"
+                 "        xs64 = [x.astype(np.float64) if x.dtype.kind == 'f' else x for x in INPUTS]\n"
+                 "        ref64 = flatten(call_layer(build_layer('float64', xs64), xs64))\n"
+                 "        ref64 = ref64 if [r.shape for r in ref64] == [r.shape for r in ref] else None\n"
+                 "    except Exception:\n"
+                 "        ref64 = None\n"
+                 "    return ref, ref64\n")
 
 
 
-MODEL_CODE = {"torch_fn": torch_fn_code, "torch_module": torch_module_code, "keras_layer": keras_code}
+def tf_fn_code(inst: Instance) -> str:
+    """One TensorFlow op call in a keras layer (``build_layer`` ignores the dtype: the op computes in its inputs'
+    dtypes, so the float64 reference is the op on float64 inputs)."""
+    xs = ", ".join(f"x{i}" for i in range(len(inst.inputs)))
+    kwargs = ", ".join(f"{k}={python_literal(v)}" for k, v in inst.call.get("kwargs", {}).items())
+    head = ("CONFIG = {}  # an op call has no layer config or weights\n"
+            "WEIGHTS = []\n\n\n"
+            "class Op(keras.layers.Layer):\n"
+            f"    def call(self, {xs}):\n"
+            f"        {xs}{',' if len(inst.inputs) == 1 else ''} = [tf.convert_to_tensor(x) for x in ({xs},)]\n"
+            f"        out = tf.nest.flatten({inst.call['fn']}({kwargs}))\n"
+            "        return out[0] if len(out) == 1 else out\n\n\n"
+            "def call_layer(layer, xs):\n"
+            "    return layer(*xs)\n\n\n"
+            "def build_layer(dtype=None, xs=None):\n"
+            "    return Op(autocast=False)\n\n\n")
+    return head + _KERAS_COMMON
+
+
+MODEL_CODE = {"torch_fn": torch_fn_code, "torch_module": torch_module_code, "keras_layer": keras_code,
+              "tf_fn": tf_fn_code}

@@ -9,7 +9,7 @@ from dlci.campaign import Campaign, RunOptions
 from dlci.campaign.stages import open_engine
 from dlci.exec import Job
 from dlci.findings import Finding
-from dlci.outcome import Outcome, same_digest
+from dlci.outcome import CRASH, UNSUPPORTED, Outcome, same_digest
 
 BASE_RERUNS = 8  # instances of one finding re-run on the base revision, each attributed on its own
 SUPPORT_PROBES = 4  # instances per (target, operator) said unsupported on head that are tried on base
@@ -60,8 +60,7 @@ def attribute(findings: list[Finding], campaign: Campaign, options: RunOptions, 
         head = {o.instance_id: o for o in campaign.failures.get(f.signature, [])}
         old = [i for i, o in base.items() if F.is_failure(o) and (
             campaign.signature(o) == f.signature and (i not in head or same_digest(o.digest, head[i].digest)
-                                                      or i in unsteady)
-            or _same_crash(o, f))]
+                                                      or i in unsteady)) or _never_worked(o, f)]
         new = [i for i in base if i not in old]
         unattributed = [i for i in f.instances if i not in base]
         if old and new:  # one signature, two stories: report them apart
@@ -93,11 +92,20 @@ def _unsteady_values(findings: list[Finding], jobs: list[Job], results: dict[str
             if j.id in rerun and not same_digest(rerun[j.id].digest, first.digest)}
 
 
-def _same_crash(base: Outcome, f: Finding) -> bool:
-    """A crash the base revision has too, with the same exception, only worded otherwise or raised at another stage
-    (a refactor that routes a call elsewhere changes the message, or moves to compile time the rejection of an input
-    the base rejected while converting): the input never worked, not the PR's doing."""
-    return f.oracle == "crash" and base.status == "crash" and base.symptom == f.symptom
+STAGE_ORDER = {"convert": 0, "compile": 1, "run": 2}
+
+
+def _never_worked(base: Outcome, f: Finding) -> bool:
+    """A crash whose input the base revision could not take either: a crash with the same exception, only worded
+    otherwise or raised at another stage (a refactor that routes a call elsewhere changes the message, or moves to
+    compile time the rejection of an input the base rejected while converting), or any crash or "unsupported" at
+    the same stage or before it (a refactor turned a TypeError into a ValueError on an ord='nuc' that neither
+    handles). The input never worked: not the PR's doing. (A base that got further is not: the PR broke that.)"""
+    if f.oracle != "crash" or base.status not in (CRASH, UNSUPPORTED):
+        return False
+    if base.status == CRASH and base.symptom == f.symptom:
+        return True
+    return STAGE_ORDER.get(base.stage or "", 9) <= STAGE_ORDER.get(f.stage or "", -1)
 
 
 def _part(f: Finding, instances: list[str], new: bool, base: dict[str, Outcome], campaign: Campaign,

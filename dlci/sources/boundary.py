@@ -45,7 +45,7 @@ import numpy as np
 from dlci.instance import Instance, Origin, TensorSpec, decode_value
 from dlci.sources import Source, load_with_stats, register, stable_seed
 from dlci.instance.recipe import has_tensor, keras_params, params_of, resolve, try_resolve
-from dlci.sources._common import dist_version, to_numpy
+from dlci.sources._common import dist_version, harvest_in_workers, to_numpy
 
 VALUE_KINDS = ("large", "tiny", "signed_zero", "subnormal", "edge", "huge", "complex", "nan", "inf")
 SHAPE_KINDS = ("empty", "rank0")
@@ -792,61 +792,34 @@ class BoundarySource(Source):
 
     def harvest(self, limit_per_op: int | None = None) -> Iterator[Instance]:
         import os
-        from dlci.exec import Engine, Job
+        from dlci.exec import Engine
         cap = limit_per_op if limit_per_op is not None else self.variants_per_op
         groups: dict[str, list[Instance]] = collections.defaultdict(list)
         for inst in self.base_instances(limit_per_op):
             groups[inst.op].append(inst)
         kinds, inapplicable = collections.Counter(), collections.Counter()
         results: dict[str, list[Instance]] = {}
-        skips: dict[str, list[str]] = collections.defaultdict(list)
-        self.stats["crashes"] = []
 
-        def payload(op):
+        def payload(op, skip):
             return {"instances": [[i.to_meta(), dict(i.arrays)] for i in groups[op]], "cap": cap,
-                    "per_instance": self.per_instance, "seed": self.seed, "source": self.name, "skip": skips[op]}
+                    "per_instance": self.per_instance, "seed": self.seed, "source": self.name, "skip": skip}
+
+        def on_done(op, res) -> bool:
+            if "variants" not in res:
+                return False
+            results[op] = [Instance.from_meta(m, a) for m, a in res["variants"]]
+            kinds.update(res["stats"]["kinds"])
+            inapplicable.update(res["stats"]["inapplicable"])
+            for reason, n in res["stats"]["dropped"].items():
+                self.skip(reason, n)
+            return True
 
         todo = list(groups)
         workers = max(1, min(self.workers, os.cpu_count() or 1, len(todo)))
         with Engine(workers=workers, timeout=self.job_timeout, warm_imports=self.warm_imports + (__name__,)) as eng:
-            for _round in range(self.max_rounds):
-                if not todo:
-                    break
-                again: list[str] = []
-
-                def on_result(job, res):
-                    op = job.op
-                    if "variants" in res:
-                        results[op] = [Instance.from_meta(m, a) for m, a in res["variants"]]
-                        kinds.update(res["stats"]["kinds"])
-                        inapplicable.update(res["stats"]["inapplicable"])
-                        for reason, n in res["stats"]["dropped"].items():
-                            self.skip(reason, n)
-                        return
-                    stage = res.get("stage") or ""
-                    key = stage[len("candidate "):] if stage.startswith("candidate ") else ""
-                    symptom = res.get("symptom") or "error"
-                    if res.get("status") == "crash" and key and key not in skips[op]:
-                        # the framework died on this variant: drop it, record it, widen the operator again
-                        kind = key.split("|")[1]
-                        self.skip(f"{kind}:crashed:{symptom}")
-                        self.stats["crashes"].append({"op": op, "candidate": key, "symptom": symptom,
-                                                      "message": (res.get("message") or "")[:300]})
-                        skips[op].append(key)
-                        again.append(op)
-                    else:
-                        self.skip(f"op-failed:{symptom}")
-                        self.stats["crashes"].append({"op": op, "candidate": key, "symptom": symptom,
-                                                      "message": (res.get("message") or "")[:300]})
-
-                jobs = (Job(id=f"{op}#{_round}", func=f"{__name__}:widen_job", args=(payload(op),), op=op,
-                            instance_id=op, target=self.name, affinity="") for op in todo)
-                info = eng.run(jobs, on_result)
-                if info.interrupted:  # a partial harvest must not be cached as the whole one
-                    raise InterruptedError(f"{self.name} harvest interrupted ({info.reason})")
-                todo = again
-            for op in todo:
-                self.skip("op-failed:too-many-crashes")
+            harvest_in_workers(self, eng, todo, payload, on_done, job_func=f"{__name__}:widen_job",
+                               max_rounds=self.max_rounds,
+                               crash_reason=lambda key, symptom: f"{key.split('|')[1]}:crashed:{symptom}")
         self.stats["kinds"] = dict(kinds)
         self.stats["inapplicable"] = dict(inapplicable)
         for op in groups:

@@ -63,7 +63,7 @@ import numpy as np
 
 from dlci.instance import Instance, Origin, TensorSpec
 from dlci.sources import Source, register, stable_seed
-from dlci.sources._common import dist_version
+from dlci.sources._common import dist_version, harvest_in_workers
 
 # -- which operators -------------------------------------------------------------------------------------------
 
@@ -1657,7 +1657,7 @@ def harvest_op(name: str, *, cap: int, candidates: int, skip=(), hook=None) -> t
     seen: set = set()
     tried = 0
     for i in range(candidates):
-        if i in skip:
+        if f"{name}#{i}" in skip:  # a candidate that killed a worker before
             continue
         try:
             cand = _Builder(p, i).build()
@@ -1753,7 +1753,6 @@ class TfOpsSource(Source):
         cap = limit_per_op if limit_per_op is not None else self.variants_per_op
         t0 = time.monotonic()
         results: dict[str, list[Instance]] = {}
-        skips: dict[str, list[int]] = collections.defaultdict(list)
         modules: dict[str, str] = {}
         self.stats["crashes"] = []
         self.stats["candidates"] = {"tried": 0, "valid": 0}
@@ -1781,49 +1780,27 @@ class TfOpsSource(Source):
                     todo.append(entry["name"])
             self.stats["ops_considered"] = len(modules)
             order = list(todo)
-            for _round in range(self.max_rounds):
-                if not todo:
-                    break
-                again: list[str] = []
 
-                def on_result(job, res):
-                    op = job.op
-                    if "instances" in res:
-                        results[op] = [Instance.from_meta(m, a) for m, a in res["instances"]]
-                        st = res["stats"]
-                        for reason, n in st.get("dropped", {}).items():
-                            if reason != "not-selected":
-                                self.skip(reason, n)
-                        if st.get("dropped", {}).get("nondeterministic"):  # two eager runs disagreed
-                            self.stats.setdefault("nondeterministic_ops", {})[op] = st["dropped"]["nondeterministic"]
-                        self.stats["candidates"]["tried"] += st.get("tried", 0)
-                        self.stats["candidates"]["valid"] += st.get("valid", 0)
-                        if st.get("op_skip"):
-                            self.skip(f"op:{st['op_skip']}")
-                        return
-                    stage = res.get("stage") or ""
-                    symptom = res.get("symptom") or "error"
-                    m = re.match(r"candidate (\S+)#(\d+)$", stage)
-                    entry = {"op": op, "candidate": f"{op}#{m.group(2)}" if m else "", "symptom": symptom,
-                             "message": (res.get("message") or "")[:300]}
-                    self.stats["crashes"].append(entry)
-                    if res.get("status") == "crash" and m and int(m.group(2)) not in skips[op]:
-                        # TensorFlow died on this candidate: drop it, harvest the operator again without it
-                        self.skip(f"crashed:{symptom}")
-                        skips[op].append(int(m.group(2)))
-                        again.append(op)
-                    else:
-                        self.skip(f"op:failed:{symptom}")
+            def on_done(op, res) -> bool:
+                if "instances" not in res:
+                    return False
+                results[op] = [Instance.from_meta(m, a) for m, a in res["instances"]]
+                st = res["stats"]
+                for reason, n in st.get("dropped", {}).items():
+                    if reason != "not-selected":
+                        self.skip(reason, n)
+                if st.get("dropped", {}).get("nondeterministic"):  # two eager runs disagreed
+                    self.stats.setdefault("nondeterministic_ops", {})[op] = st["dropped"]["nondeterministic"]
+                self.stats["candidates"]["tried"] += st.get("tried", 0)
+                self.stats["candidates"]["valid"] += st.get("valid", 0)
+                if st.get("op_skip"):
+                    self.skip(f"op:{st['op_skip']}")
+                return True
 
-                jobs = (Job(id=f"{op}#{_round}", func=self.job_func,
-                            args=({"op": op, "cap": cap, "candidates": self.candidates_per_op, "skip": skips[op]},),
-                            op=op, instance_id=op, target=self.name, affinity="") for op in todo)
-                info = eng.run(jobs, on_result)
-                if info.interrupted:  # a partial harvest must not be cached as the whole one
-                    raise InterruptedError(f"{self.name} harvest interrupted ({info.reason})")
-                todo = again
-            for op in todo:
-                self.skip("op:failed:too-many-crashes")
+            harvest_in_workers(self, eng, todo, lambda op, skip: {"op": op, "cap": cap,
+                                                                  "candidates": self.candidates_per_op,
+                                                                  "skip": skip},
+                               on_done, job_func=self.job_func, max_rounds=self.max_rounds)
         per_module: dict[str, dict[str, int]] = {}
         for op, mod in modules.items():
             m = per_module.setdefault(mod, {"ops": 0, "harvested_ops": 0, "instances": 0})

@@ -185,7 +185,7 @@ _RULES = [
          graph_a="the model's tf.function serving function",
          graph_b="the same after tf.saved_model.save/load (serving_default)",
          graph_a_fn=_M + "save_load:serving_function", graph_b_fn=_M + "save_load:saved_model",
-         why_not=meta.applies_any, exact=True, derived_from="every keras layer instance"),
+         why_not=meta.batched_inputs, exact=True, derived_from="every keras layer instance"),
     Rule(name="tf.layout.data_format", category="layout", library=LIB,
          summary="channels_first and channels_last are the same layer on transposed tensors",
          graph_a="the layer with its data_format", graph_b="the layer with the other data_format on transposed "
@@ -207,7 +207,22 @@ def _conditioned(why_not):
     return check
 
 
+# the rules that hold for a single TensorFlow op call (tf_ops) as much as for a keras layer: the others are about a
+# layer's config, weights or keras serialisation
+OP_CALL_RULES = {"tf.function", "tf.function.xla", "tf.autograd.jvp_vjp", "tf.save_load.saved_model"}
+
+
+def _layers_only(why_not):
+    def check(inst):
+        if inst.call.get("kind") == "tf_fn":
+            return "a TensorFlow op call, not a keras layer (no config, weights or layer serialisation)"
+        return why_not(inst)
+    return check
+
+
 # a layer with no CPU kernel here (float64 3-D pooling, channels_first convolutions) is outside every rule's reach;
 # tolerance-compared rules skip outputs that are rounding noise by construction
 RULES = [dataclasses.replace(r, unsupported=tuple(dict.fromkeys(r.unsupported + _NO_CPU_KERNEL)),
-                             why_not=r.why_not if r.exact else _conditioned(r.why_not)) for r in _RULES]
+                             why_not=(r.why_not if r.exact else _conditioned(r.why_not)) if r.name in OP_CALL_RULES
+                             else _layers_only(r.why_not if r.exact else _conditioned(r.why_not)))
+         for r in _RULES]

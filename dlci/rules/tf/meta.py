@@ -101,6 +101,12 @@ def float_inputs(inst) -> str | None:
     return f"non-float inputs ({', '.join(bad)})" if bad else None
 
 
+def batched_inputs(inst) -> str | None:
+    """Rules that go through the one-layer keras model need a batch axis on every input (tf_ops has rank-0 ones)."""
+    return "a rank-0 input: a keras model input has a batch axis" if any(
+        len(s.shape) == 0 for s in inst.inputs) else None
+
+
 def first(*checks) -> str | None:
     """The first reason any check gives (checks are zero-argument callables)."""
     for check in checks:
