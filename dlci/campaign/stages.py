@@ -405,9 +405,11 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
                 f[key] = str(dest.relative_to(out))
     # scripts are named by id: set every old one aside first, so that a new name never lands on a script (or log)
     # another finding has not been renumbered from yet
-    aside = [_set_aside(finding, out) for finding in findings]
-    for n, (finding, old) in enumerate(zip(findings, aside), start=1):
-        _renumber(finding, f"F{n:03d}", campaign, options, old)
+    # (a finding that keeps its id keeps its scripts: rendering again costs an export per torch-origin finding)
+    moving = [(finding, f"F{n:03d}") for n, finding in enumerate(findings, start=1) if finding.id != f"F{n:03d}"]
+    aside = [_set_aside(finding, out) for finding, _ in moving]
+    for (finding, new_id), old in zip(moving, aside):
+        _renumber(finding, new_id, campaign, options, old)
     return findings, unreproduced
 
 

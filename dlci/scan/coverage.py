@@ -3,6 +3,7 @@ edits (they go first), and which changed lines no test reached (a gap the mainta
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import subprocess
@@ -13,12 +14,14 @@ from dlci.instance import variant_kind
 from dlci.plan import balanced
 
 
-def _statement_spans(text: str) -> list[tuple[int, int]]:
-    """(first, last) line of each statement's own lines: a compound statement owns its header only."""
+@functools.lru_cache(maxsize=16)
+def _statement_spans(text: str) -> tuple[tuple[int, int], ...]:
+    """(first, last) line of each statement's own lines: a compound statement owns its header only. Cached: a
+    frontend file is thousands of lines, and every finding's reach and every deletion hunk asks again."""
     try:
         tree = ast.parse(text)
     except SyntaxError:
-        return []
+        return ()
     spans = []
     for n in ast.walk(tree):
         if isinstance(n, ast.stmt):
@@ -26,7 +29,7 @@ def _statement_spans(text: str) -> list[tuple[int, int]]:
             end = body[0].lineno - 1 if isinstance(body, list) and body and isinstance(body[0], ast.stmt) \
                 else n.end_lineno
             spans.append((n.lineno, max(n.lineno, end)))
-    return spans
+    return tuple(spans)
 
 
 def changed_statement_spans(text: str, added: set[int]) -> set[tuple[int, int]]:
