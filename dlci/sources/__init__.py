@@ -253,8 +253,9 @@ BUILTIN_MODULES = ("dlci.sources.opinfo", "dlci.sources.modules", "dlci.sources.
                    "dlci.sources.tf_ops")
 # what `dlci test` and `dlci scan` load when no --sources / .dlci.yml sources are given
 DEFAULT_SOURCES = ("opinfo", "module_db", "onnx_node", "keras_tests")
-# what `dlci scan` adds for the operators a PR touches: the variants of their cases that take other converter paths
-PR_SOURCES = DEFAULT_SOURCES + ("onnx_variants", "torch_variants", "tflite_variants")
+# what `dlci scan` adds for the operators a PR touches: TensorFlow's own ops (TFLite converters see ops keras layers never
+# emit) and the variants of their cases that take other converter paths
+PR_SOURCES = DEFAULT_SOURCES + ("tf_ops", "onnx_variants", "torch_variants", "tflite_variants")
 
 
 def _import_builtin_sources() -> None:
