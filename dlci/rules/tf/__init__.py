@@ -25,8 +25,8 @@ _M = "dlci.rules.tf."
 EAGER = _M + "common:eager"  # graph A of most rules: the layer as recorded, called eagerly
 
 _XLA_UNSUPPORTED = (r"unsupported operations when trying to compile", r"No registered '\w+' OpKernel for XLA_",
-                    r"XLA compilation requires (a )?fixed tensor", r"is not compilable", r"XLA can't deduce compile "
-                    r"time constant")
+                    r"XLA compilation requires", r"is not compilable", r"XLA can't deduce compile time constant",
+                    r"XLA does not support", r"UnimplementedError")  # tf2xla's own "not implemented" for an op form
 _SPARSE_UNSUPPORTED = (r"Attempt to convert a value \(SparseTensor", r"SparseTensor.{0,80}(not supported|unsupported)",
                        r"(does not|doesn't) support sparse", r"sparse (inputs? )?(is|are) not supported",
                        r"^TypeError: .*SparseTensor")  # an op of the layer takes no SparseTensor operand
@@ -38,7 +38,8 @@ _NO_DTYPE_KERNEL = (r"Value for attr 'T' of \w+ is not in the list of allowed va
 # TF's CPU convolutions are NHWC-only without oneDNN (and in float64 always): channels_first then has no kernel
 _NO_CPU_KERNEL = (r"only supports (the )?NHWC", r"only supports (the )?NDHWC") + _NO_DTYPE_KERNEL
 _NO_GRADIENT = (r"No gradient defined for operation", r"gradient registry has no entry",
-                r"LookupError: .*gradient")
+                r"LookupError: .*gradient",  # and a gradient kernel without float64 (ResizeBilinearGrad)
+                r"cannot compute \w*Grad as input #\d+\(zero-based\) was expected to be a \w+ tensor")
 _BATCH_DERIVED = "input specs (rank >= 2, batch > 1) and get_config() axis keys (no reduction over dim 0)"
 
 _RULES = [
