@@ -590,7 +590,12 @@ _UNSORTED_TOPK = {"topk", "TopK", "TopKV2"}
 # native normalisation kernels save for backward (empty in eval mode in eager PyTorch, anything elsewhere)
 _UNCOMPARED_OUTPUTS = {"native_batch_norm": {1, 2}, "_native_batch_norm_legit": {1, 2},
                        "_native_batch_norm_legit_no_training": {1, 2}, "native_group_norm": {1, 2},
-                       "native_layer_norm": {1, 2}, "_batch_norm_with_update": {1, 2, 3}}
+                       "native_layer_norm": {1, 2}, "_batch_norm_with_update": {1, 2, 3},
+                       # TensorFlow: reserve spaces are for the kernel's own gradient, their contents unspecified
+                       # (XLA and the CPU kernel fill them differently, V3's third is uninitialised)
+                       "FusedBatchNorm": {3, 4}, "FusedBatchNormV2": {3, 4}, "FusedBatchNormV3": {3, 4, 5},
+                       # singular / eigen vectors are unique only up to sign (and rotation in repeated eigenvalues)
+                       "Svd": {1, 2}, "SelfAdjointEigV2": {1}}
 
 
 QUANTIZED_DTYPES = ("int8", "uint8", "int16")

@@ -40,4 +40,5 @@ def reverse_mode(case, inputs):
     pairs = [(y, tf.constant(uu)) for y, uu in zip(ys, u) if uu is not None]
     grads = tape.gradient([y for y, _ in pairs], xs, output_gradients=[uu for _, uu in pairs],
                           unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    return [np.array(float(sum(np.sum(np.asarray(g) * t) for g, t in zip(grads, v))))]
+    # a gather's gradient is IndexedSlices: made dense before the product
+    return [np.array(float(sum(np.sum(np.asarray(tf.convert_to_tensor(g)) * t) for g, t in zip(grads, v))))]
