@@ -422,7 +422,7 @@ def comparison(finding, inst: Instance, target_name: str) -> dict:
     rtol, atol = C.tolerance(r.dtype.name, arbitrated)
     return {**ctx, "check": "values", "oracle_code": _oracle_source(C.values_differ),
             "tolerance": f"dict(rtol={rtol!r}, atol={atol!r}, multiplier={C.FP64_MULTIPLIER!r}, "
-                         f"floor={C.FP64_REL_FLOOR!r})"}
+                         f"floor={C.rel_floor(r.dtype.name)!r})"}
 
 
 # -- rendering ---------------------------------------------------------------------------------------------------------

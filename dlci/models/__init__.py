@@ -610,7 +610,13 @@ def quantized_outputs(instance: Instance, ref: list[np.ndarray]) -> set[int]:
 
 
 def uncompared_outputs(instance: Instance) -> set[int]:
-    return set(_UNCOMPARED_OUTPUTS.get(op_base_name(instance.op), set()))
+    return unspecified_outputs(instance.op)
+
+
+def unspecified_outputs(op: str) -> set[int]:
+    """Output positions of operator ``op`` ("tf::SelfAdjointEigV2", "aten::native_batch_norm") whose contents are
+    unspecified."""
+    return set(_UNCOMPARED_OUTPUTS.get(op_base_name(op), set()))
 
 
 def shape_only_outputs(instance: Instance, n_outputs: int | None = None) -> set[int]:

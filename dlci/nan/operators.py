@@ -1,21 +1,25 @@
 """Operator instances at the edge of their operator's domain, for compiler and library PRs.
 
-:func:`boundary_instances` takes ``torch_fn`` instances (PyTorch OpInfo samples, harvested calls) whose operator is
+:func:`boundary_instances` takes ``torch_fn`` instances (PyTorch OpInfo samples, harvested calls) and ``tf_fn``
+instances (TensorFlow raw-op calls from ``tf_ops``: ``Log`` reaches the table's ``tf.math.log``) whose operator is
 in the vulnerable-operation table and moves elements of the vulnerable operand to values the domain still allows
 but that sit at its edge: the operand of log at the smallest subnormal and the smallest normal, a divisor at the
 smallest magnitude that keeps the quotient finite, an exp argument one ulp below overflow, acos at the last float
 inside [-1, 1], lgamma next to a pole, softmax logits spread to the underflow limit, ...
 
 The values are found with the search's own machinery: the table's distance map is differentiated with autograd and
-each selected element is moved by a first-order solve toward the edge value (exact in one step for operands that are
+each selected element is moved by a first-order solve (the distance map is framework-neutral: a TensorFlow call's
+operand is differentiated as a torch tensor) toward the edge value (exact in one step for operands that are
 inputs; the loop stops when the element sits at the edge). Every emitted instance is re-run as a standalone call and
 kept only when it is deterministic and all its outputs are finite (the point is *inside* the domain), so the
 campaign's oracle, which compares NaN/Inf masks against the float32 and float64 references, judges the compilers on
-inputs the framework computes cleanly. Origin source: ``nan_search``.
+inputs the framework computes cleanly. Origin source: the calling source's name (``nan_search``,
+``nan_search_tf``).
 """
 from __future__ import annotations
 
 import math
+import re
 import time
 
 import numpy as np
@@ -36,6 +40,22 @@ def _entry_for(fn: str):
         if obj is not None:
             hit = tab.torch(name_of(obj))
     return hit
+
+
+def _tf_entry_for(fn: str):
+    """(table name, (entry, position)) of a raw op: ``tf.raw_ops.Log1p`` -> ``tf.math.log1p``, ``LogSoftmax`` ->
+    ``tf.nn.log_softmax``, ``Div`` -> ``tf.math.divide``; None when the table has none."""
+    raw = fn.rsplit(".", 1)[-1]
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", raw).lower()
+    tab = T.table()
+    for name in (f"tf.math.{raw.lower()}", f"tf.math.{snake}", f"tf.nn.{snake}", _TF_RAW_ALIASES.get(raw)):
+        hit = tab.tf(name) if name else None
+        if hit is not None:
+            return name, hit
+    return None
+
+
+_TF_RAW_ALIASES = {"Div": "tf.math.divide", "Inv": "tf.math.reciprocal"}
 
 
 def _operand_slot(call: dict, pos: list) -> int | None:
@@ -82,34 +102,36 @@ def _edge_targets(entry: dict, dtype, x: np.ndarray, others: list) -> list[tuple
     return []
 
 
-def _variants(inst: Instance, entry: dict, pos: list, slot: int, budget_end: float, rng) -> list[Instance]:
-    import torch
+def _variants(inst: Instance, entry: dict, name: str, pos: list, slot: int, budget_end: float, rng,
+              source: str) -> list[Instance]:
     arrays = inst.input_arrays()
     x0 = arrays[slot]
     if x0.dtype.kind != "f" or x0.size == 0 or x0.dtype not in (np.float32, np.float64, np.float16):
         return []
-    name = inst.call["fn"]
+    framework = "tf" if inst.call.get("kind") == "tf_fn" else "torch"
     others = [a for j, a in enumerate(arrays) if j != slot and a.dtype.kind == "f"]
     out = []
     for label, target in _edge_targets(entry, x0.dtype, x0, others):
         for mode in ("one", "several"):
             if time.monotonic() > budget_end or len(out) >= MAX_VARIANTS:
                 return out
-            moved = _drive(inst, entry, name, pos, slot, arrays, target, mode, rng)
+            moved = _drive(inst, entry, name, pos, slot, arrays, target, mode, rng, framework)
             if moved is None:
                 continue
             new_arrays = [moved if j == slot else a for j, a in enumerate(arrays)]
-            cand = Instance(op=inst.op, framework="torch", call=inst.call,
+            cand = Instance(op=inst.op, framework=inst.framework, call=inst.call,
                             inputs=[TensorSpec.of(a) for a in new_arrays], params=dict(inst.params),
-                            origin=Origin("nan_search", f"{inst.origin.test} edge:{entry['name']}:{label}:{mode}",
-                                          f"torch {torch.__version__}"),
+                            origin=Origin(source, f"{inst.origin.test} edge:{entry['name']}:{label}:{mode}",
+                                          inst.origin.library),
                             seed=inst.seed, arrays={f"in:{j}": a for j, a in enumerate(new_arrays)})
-            if _valid(cand):
+            expected = _tf_outputs(cand) if framework == "tf" else ([] if _valid(cand) else None)
+            if expected is not None:
+                cand.arrays.update({f"expected:{j}": e for j, e in enumerate(expected)})
                 out.append(cand)
     return out
 
 
-def _drive(inst, entry, name, pos, slot, arrays, target, mode, rng) -> np.ndarray | None:
+def _drive(inst, entry, name, pos, slot, arrays, target, mode, rng, framework="torch") -> np.ndarray | None:
     """Move the selected elements of the operand until their distance equals ``target`` (first-order solves)."""
     import torch
     from dlci.instance import decode_value
@@ -124,7 +146,7 @@ def _drive(inst, entry, name, pos, slot, arrays, target, mode, rng) -> np.ndarra
         tensors[slot] = xv
         args = decode_value(call.get("args", []), tensors)
         kwargs = {k: decode_value(v, tensors) for k, v in call.get("kwargs", {}).items()}
-        return T.call_distance(entry, name, tuple(args), kwargs, pos, xp, "torch")
+        return T.call_distance(entry, name, tuple(args), kwargs, pos, xp, framework)
 
     try:
         m = dmap(x)
@@ -142,7 +164,7 @@ def _drive(inst, entry, name, pos, slot, arrays, target, mode, rng) -> np.ndarra
     for _ in range(40):
         done = True
         for i in picks:
-            xv = val.to(x.dtype).requires_grad_(True)
+            xv = val.to(x.dtype).detach().requires_grad_(True)  # a float64 operand: .to is val itself
             mi = dmap(xv).reshape(-1)[i]
             cur = float(mi.detach())
             err = cur - target
@@ -164,7 +186,7 @@ def _drive(inst, entry, name, pos, slot, arrays, target, mode, rng) -> np.ndarra
             val = new
         if done:
             break
-    res = val.to(x.dtype).numpy()
+    res = val.detach().to(x.dtype).numpy()
     if not np.all(np.isfinite(res)) or np.array_equal(res, arrays[slot]):
         return None
     return res
@@ -182,9 +204,18 @@ def _valid(inst: Instance) -> bool:
     return all(not t.is_floating_point() or bool(torch.isfinite(t).all()) for t in leaves)
 
 
-def boundary_instances(instances, *, budget: float, seed: int = 0) -> list[Instance]:
-    """New instances (origin source ``nan_search``) of the given ``torch_fn`` instances whose operator is in the
-    table, with operand elements moved to the edge of the operator's domain. ``budget``: seconds in all."""
+def _tf_outputs(inst: Instance) -> list[np.ndarray] | None:
+    """The raw op's outputs, run eagerly twice as tf_ops validates; None unless deterministic and all finite."""
+    from dlci.sources.tf_ops import instance_outputs
+    outs = instance_outputs(inst)
+    if outs is None or not all(a.dtype.kind not in "fc" or bool(np.isfinite(a).all()) for a in outs):
+        return None
+    return outs
+
+
+def boundary_instances(instances, *, budget: float, seed: int = 0, source: str = "nan_search") -> list[Instance]:
+    """New instances (origin source ``source``) of the given ``torch_fn`` / ``tf_fn`` instances whose operator is
+    in the table, with operand elements moved to the edge of the operator's domain. ``budget``: seconds in all."""
     end = time.monotonic() + float(budget)
     rng = np.random.default_rng(seed)
     out: list[Instance] = []
@@ -192,16 +223,22 @@ def boundary_instances(instances, *, budget: float, seed: int = 0) -> list[Insta
     for inst in instances:
         if time.monotonic() > end:
             break
-        if inst.framework != "torch" or inst.call.get("kind") != "torch_fn":
+        kind, fn = inst.call.get("kind"), inst.call.get("fn", "")
+        if kind == "torch_fn" and inst.framework == "torch":
+            hit = _entry_for(fn)
+            name = fn
+        elif kind == "tf_fn":
+            found = _tf_entry_for(fn)
+            name, hit = found if found is not None else (fn, None)
+        else:
             continue
-        hit = _entry_for(inst.call.get("fn", ""))
         if hit is None:
             continue
         entry, pos = hit
         slot = _operand_slot(inst.call, pos)
         if slot is None:
             continue
-        for cand in _variants(inst, entry, pos, slot, end, rng):
+        for cand in _variants(inst, entry, name, pos, slot, end, rng, source):
             if cand.id not in seen:
                 seen.add(cand.id)
                 out.append(cand)

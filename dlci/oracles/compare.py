@@ -4,7 +4,8 @@ Rules that keep it quiet (each one removes a class of false report that maintain
 - per-dtype tolerances (PyTorch's defaults) against the float32 reference first;
 - where that fails, an fp64 recomputation decides: the target is only wrong when it is much further from the
   fp64 result than the float32 reference itself is (the accuracy check torch._dynamo uses for its own bugs): its RMS
-  distance to fp64 exceeds FP64_MULTIPLIER times the reference's, plus FP64_REL_FLOOR times the fp64 RMS, plus atol;
+  distance to fp64 exceeds FP64_MULTIPLIER times the reference's, plus a relative floor (FP64_REL_FLOOR, at least
+  FP64_FLOOR_ULPS units of the dtype's precision) times the fp64 RMS, plus atol;
 - NaN/Inf masks are compared, not ignored: a position counts only when the target's class (nan/±inf/finite)
   differs from the float32 reference *and* from the fp64 reference rounded to the output dtype;
 - index outputs (argmax, sort indices, ...) are compared by shape and dtype only: ties make their values arbitrary;
@@ -40,6 +41,20 @@ LOOSE_TOLERANCES = {
 }
 FP64_MULTIPLIER = 3.0  # how much further from fp64 than the float32 reference a target may be
 FP64_REL_FLOOR = 1e-4  # relative RMS error always tolerated after fp64 arbitration (float32 accumulation order)
+FP64_FLOOR_ULPS = 4  # ... and never less than this many units of the output dtype's own precision (float16 math)
+
+
+def rel_floor(dtype: str) -> float:
+    """The relative RMS error always tolerated after fp64 arbitration for an output of ``dtype``: float16's
+    precision (1e-3) alone is ten times FP64_REL_FLOOR, so a float16 kernel that accumulates in float16 is not
+    judged by float32's floor."""
+    eps = {"bfloat16": 2.0 ** -7}.get(dtype)  # an ml_dtypes type: numpy's finfo does not know it
+    if eps is None:
+        try:
+            eps = float(np.finfo(np.dtype(dtype)).eps) if np.dtype(dtype).kind in "fc" else 0.0
+        except TypeError:
+            eps = 0.0
+    return max(FP64_REL_FLOOR, FP64_FLOOR_ULPS * eps)
 QUANTIZATION_STEPS = 1  # a quantized value may round to the neighbouring step (TVM's and TFLite's tests allow 1)
 
 
@@ -153,12 +168,12 @@ def _compare_float(got, ref, ref64, rtol, atol) -> dict | None:
                 "distance": {"mismatched": n_class, "total": int(g.size), "first_index": list(idx)}}
 
     # 2. values where both are finite
-    if not values_differ(g, r, r64, rtol, atol, FP64_MULTIPLIER, FP64_REL_FLOOR):
+    if not values_differ(g, r, r64, rtol, atol, FP64_MULTIPLIER, rel_floor(ref.dtype.name)):
         return None
-    return _value_verdict(g, r, r64, rtol, atol)
+    return _value_verdict(g, r, r64, rtol, atol, rel_floor(ref.dtype.name))
 
 
-def _value_verdict(g, r, r64, rtol, atol) -> dict:
+def _value_verdict(g, r, r64, rtol, atol, floor=FP64_REL_FLOOR) -> dict:
     """What a value mismatch reports (values_differ decided it)."""
     finite = np.isfinite(g) & np.isfinite(r)
     gf, rf = g[finite], r[finite]
@@ -170,7 +185,7 @@ def _value_verdict(g, r, r64, rtol, atol) -> dict:
     if r64 is not None:
         ok = finite & np.isfinite(r64)
         got_err, ref_err, scale = _rms(g[ok] - r64[ok]), _rms(r[ok] - r64[ok]), _rms(r64[ok])
-        allowed = FP64_MULTIPLIER * ref_err + FP64_REL_FLOOR * scale + atol
+        allowed = FP64_MULTIPLIER * ref_err + floor * scale + atol
         distance.update({"fp64_rmse_target": got_err, "fp64_rmse_reference": ref_err, "fp64_allowed": allowed})
     worst = int(np.argmax(err))
     return {"symptom": "value mismatch",

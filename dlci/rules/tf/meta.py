@@ -15,6 +15,8 @@ import functools
 import inspect
 import re
 
+import numpy as np
+
 from dlci.rules.tf.laws import SCALING
 
 # layer class -> where its formula is written (keras 3 docstrings; dlci.rules.tf.formula holds the formula itself)
@@ -99,6 +101,19 @@ def single_input(inst) -> str | None:
 def float_inputs(inst) -> str | None:
     bad = [s.dtype for s in inst.inputs if not (s.dtype.startswith("float") or s.dtype == "bfloat16")]
     return f"non-float inputs ({', '.join(bad)})" if bad else None
+
+
+def empty_segments(inst) -> str | None:
+    """A segment reduction with an empty segment: the segment's output is a constant (0, the dtype's lowest or
+    highest), and TensorFlow's forward mode (a transposed gradient) divides by the segment's count there."""
+    if "Segment" not in inst.op:
+        return None
+    ids, num = inst.params.get("segment_ids"), inst.params.get("num_segments")
+    if isinstance(ids, list) and isinstance(num, int):
+        flat = {int(x) for x in np.asarray(ids).reshape(-1)}
+        if len(flat & set(range(num))) < num:
+            return f"an empty segment ({num} segments, ids {sorted(flat)}): no derivative of a constant to compare"
+    return None
 
 
 def batched_inputs(inst) -> str | None:
@@ -364,4 +379,4 @@ def applies_layout(inst) -> str | None:
 
 
 def applies_autograd(inst) -> str | None:
-    return float_inputs(inst)
+    return float_inputs(inst) or empty_segments(inst)
