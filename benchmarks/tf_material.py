@@ -1,5 +1,7 @@
 """TensorFlow operator material: what the TensorFlow rules (and the TFLite / OpenVINO tf targets) get from the
-``tf_ops`` source, side by side with the baseline they had before it (``keras_tests``: keras's layer tests only).
+``tf_ops`` source and its domain-edge derivative ``nan_search_tf`` (the raw ops of the NaN table, operands moved
+to the edge of their domain), side by side with the baseline they had before them (``keras_tests``: keras's layer
+tests only).
 
     .venv/bin/python benchmarks/tf_material.py [--budget 300] [--json FILE]
 
@@ -32,7 +34,8 @@ sys.path.insert(0, str(ROOT))
 
 from dlci import sources as S  # noqa: E402
 
-MATERIALS = {"tf_ops": "tf_ops", "baseline (keras_tests)": "keras_tests"}
+MATERIALS = {"tf_ops": "tf_ops", "tf_ops at domain edges (nan_search_tf)": "nan_search_tf",
+             "baseline (keras_tests)": "keras_tests"}
 
 
 def material(name: str) -> dict:
@@ -89,7 +92,7 @@ def main() -> None:
         result["rules"][label] = rules_run(source, args.budget, work)
     for label in MATERIALS:
         m, r = result["materials"][label], result["rules"][label]
-        print(f"{label:24s} {m['operators']:4d} operators {m['instances']:6d} instances | rules: "
+        print(f"{label:40s} {m['operators']:4d} operators {m['instances']:6d} instances | rules: "
               f"{r['rule_tests']} tests, {sum(r['valid_per_rule'].values())} valid on {r['operators_reached']} "
               f"operators, {r['confirmed_findings']} confirmed findings ({r['reproduce_alone']} reproduce alone)",
               file=sys.stderr)
