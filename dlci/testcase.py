@@ -72,23 +72,19 @@ def _line_tracer(files: frozenset[str], hits: dict[str, set[int]]):
     return call
 
 
-def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str], None] | None = None,
-            trace_files: tuple[str, ...] = ()) -> Outcome:
-    """Run one test. ``trace_files``: converter source files whose executed lines are recorded while converting
-    (``Outcome.coverage``), so a PR scan knows which instances reach the lines it changed."""
-    target = get(target_name)
-    out = Outcome(instance_id=instance.id, op=instance.op, target=target_name, status=PASS)
-    hook = stage_hook or (lambda stage: None)
-    t_start = time.perf_counter()
+class _Prepared:
+    """A test up to the target: its references, its model form, its inputs."""
 
-    def finish() -> Outcome:
-        out.seconds = time.perf_counter() - t_start
-        return out
+    def __init__(self, instance: Instance, ref, ref64, model, inputs):
+        self.instance, self.ref, self.ref64, self.model, self.inputs = instance, ref, ref64, model, inputs
 
+
+def _prepare(instance: Instance, target, out: Outcome, hook) -> _Prepared | None:
+    """Reference, model form, the exporter's reference and the dtype check; None when ``out`` is already decided."""
     if instance.framework not in target.frameworks:
         out.status, out.stage, out.symptom = INVALID, "model", "framework"
-        out.message = f"{target_name} does not accept {instance.framework} instances"
-        return finish()
+        out.message = f"{target.name} does not accept {instance.framework} instances"
+        return None
 
     # reference
     hook("reference")
@@ -97,7 +93,7 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
         ref, ref64 = models.reference(instance)
     except Exception as e:
         _invalid(out, "reference", e)
-        return finish()
+        return None
     finally:
         out.timings["reference"] = time.perf_counter() - t
 
@@ -108,7 +104,7 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
         model = models.build(instance, target.form)
     except Exception as e:
         _invalid(out, "model", e)
-        return finish()
+        return None
     finally:
         out.timings["model"] = time.perf_counter() - t
     if instance.framework in target.exporters:
@@ -119,15 +115,18 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
     lacking = sorted({a.dtype.name for a in [*instance.input_arrays(), *ref]} & set(target.unsupported_dtypes))
     if lacking:
         out.status, out.stage, out.symptom = UNSUPPORTED, "convert", "dtype"
-        out.message = f"{target_name} has no {', '.join(lacking)} tensors"
-        return finish()
-
-    # convert / compile / run: the target under test
+        out.message = f"{target.name} has no {', '.join(lacking)} tensors"
+        return None
     inputs = [np.array(a, copy=True) for a in instance.input_arrays()]  # a target may write into its inputs
+    return _Prepared(instance, ref, ref64, model, inputs)
+
+
+def _target_stages(target, model, inputs, seed: int, out: Outcome, hook, trace_files=()) -> list | None:
+    """convert / compile / run: the target under test. The outputs, or None with the failure in ``out``."""
     value = model
     for stage in ("convert", "compile", "run"):
         hook(stage)
-        models.seed_all(instance.seed)
+        models.seed_all(seed)
         t = time.perf_counter()
         hits: dict[str, set[int]] = {}
         tracing = stage == "convert" and bool(trace_files)
@@ -153,13 +152,18 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
             out.status = INVALID if harness else UNSUPPORTED if unsupported else CRASH
             if harness:
                 out.stage = "harness"
-            return finish()
+            return None
         finally:
             if tracing:
                 sys.settrace(None)
                 out.coverage = {f: sorted(lines) for f, lines in hits.items()}
             out.timings[stage] = time.perf_counter() - t
+    return list(value)
 
+
+def _judge(prep: _Prepared, target, value: list, out: Outcome, hook) -> None:
+    """Compare the target's outputs with the references."""
+    instance, ref, ref64 = prep.instance, prep.ref, prep.ref64
     if target.tflite_outputs and len(ref) > 1:
         try:
             order = models.keras_output_order(instance)
@@ -168,7 +172,6 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
         if order is not None and len(value) == len(order):
             value = [value[k] for k in order]
 
-    # compare
     hook("compare")
     t = time.perf_counter()
     try:
@@ -180,7 +183,7 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
     except Exception as e:  # an oracle failure is ours, not the target's: the test is invalid
         out.status, out.stage, out.symptom = INVALID, "compare", type(e).__name__
         out.message, out.traceback = first_lines(str(e)), format_exc(e)
-        return finish()
+        return
     finally:
         out.timings["compare"] = time.perf_counter() - t
     if verdict is not None:
@@ -189,10 +192,96 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
         out.symptom = verdict.get("symptom", "value mismatch")
         out.message = verdict.get("message", "")
         out.distance = verdict.get("distance")
-    return finish()
+
+
+def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str], None] | None = None,
+            trace_files: tuple[str, ...] = ()) -> Outcome:
+    """Run one test. ``trace_files``: converter source files whose executed lines are recorded while converting
+    (``Outcome.coverage``), so a PR scan knows which instances reach the lines it changed."""
+    target = get(target_name)
+    out = Outcome(instance_id=instance.id, op=instance.op, target=target_name, status=PASS)
+    hook = stage_hook or (lambda stage: None)
+    t_start = time.perf_counter()
+    prep = _prepare(instance, target, out, hook)
+    if prep is not None:
+        value = _target_stages(target, prep.model, prep.inputs, instance.seed, out, hook, trace_files)
+        if value is not None:
+            _judge(prep, target, value, out, hook)
+    out.seconds = time.perf_counter() - t_start
+    return out
+
+
+def execute_batch(instances: list[Instance], target_name: str, *,
+                  stage_hook: Callable[[str], None] | None = None) -> list[Outcome]:
+    """Run many tests of one target, converting and compiling them together where the target can pack them
+    (``Target.pack``). What is reported is exactly what :func:`execute` would report alone: a packed group that
+    fails as a whole is bisected down to single tests run alone (group testing), and every member that does not
+    pass inside its group is run again alone, whose outcome is the one that counts; only passes come from a group."""
+    target = get(target_name)
+    hook = stage_hook or (lambda stage: None)
+    results: dict[int, Outcome] = {}
+    ready: list[tuple[int, _Prepared, Outcome, float]] = []
+    for k, inst in enumerate(instances):
+        t0 = time.perf_counter()
+        out = Outcome(instance_id=inst.id, op=inst.op, target=target_name, status=PASS)
+        prep = _prepare(inst, target, out, hook)
+        if prep is None:
+            out.seconds = time.perf_counter() - t0
+            results[k] = out
+        else:
+            ready.append((k, prep, out, time.perf_counter() - t0))
+    groups: dict = {}
+    for item in ready:
+        key = target.pack_key(item[1].model)
+        groups.setdefault(key if key is not None else ("alone", item[0]), []).append(item)
+    for group in groups.values():
+        _run_group(group, target, hook, results)
+    return [results[k] for k in range(len(instances))]
+
+
+def _run_group(group: list, target, hook, results: dict) -> None:
+    if len(group) == 1:
+        k, prep, _, _ = group[0]
+        results[k] = execute(prep.instance, target.name, stage_hook=hook)
+        return
+    t0 = time.perf_counter()
+    probe = Outcome(instance_id=group[0][1].instance.id, op="", target=target.name, status=PASS)
+    value = None
+    try:
+        packed, n_in, n_out = target.pack([prep.model for _, prep, _, _ in group])
+    except Exception:  # noqa: BLE001 - the members cannot share a model: each runs alone
+        packed = None
+    if packed is not None:
+        inputs = [x for _, prep, _, _ in group for x in prep.inputs]
+        value = _target_stages(target, packed, inputs, group[0][1].instance.seed, probe, hook)
+    if value is None or len(value) != sum(n_out):  # bisect: the halves are packed again, singles run alone
+        half = len(group) // 2
+        _run_group(group[:half], target, hook, results)
+        _run_group(group[half:], target, hook, results)
+        return
+    share = (time.perf_counter() - t0) / len(group)
+    pos = 0
+    for (k, prep, out, prepared_s), n in zip(group, n_out):
+        member = value[pos:pos + n]
+        pos += n
+        for stage in ("convert", "compile", "run"):
+            out.timings[stage] = probe.timings.get(stage, 0.0) / len(group)
+        out.timings["batch"] = float(len(group))  # how many tests shared its convert and compile
+        _judge(prep, target, member, out, hook)
+        if out.status != PASS:  # judged alone: a batch never decides a failure
+            out = execute(prep.instance, target.name, stage_hook=hook)
+        else:
+            out.seconds = prepared_s + share
+        results[k] = out
 
 
 def execute_job(instance: Instance, target_name: str, trace_files: tuple[str, ...] = (), *,
                 stage_hook: Callable[[str], None] | None = None) -> dict:
     """Entry point for the sandboxed workers (dlci.exec): the Outcome as plain data."""
     return execute(instance, target_name, stage_hook=stage_hook, trace_files=trace_files).to_dict()
+
+
+def execute_batch_job(instances: list[Instance], target_name: str, *,
+                      stage_hook: Callable[[str], None] | None = None) -> dict:
+    """Entry point for a batch in the sandboxed workers: the Outcomes, in order, as plain data."""
+    return {"batch": [o.to_dict() for o in execute_batch(instances, target_name, stage_hook=stage_hook)]}

@@ -32,6 +32,7 @@ class RunOptions:
     reduce_seconds: float | None = None  # per finding (None: a share of the budget, 10 to 60 s)
     fail_on: str = "any"
     known: list = field(default_factory=list)  # dlci.findings.known.KnownIssue entries (--known / .dlci.yml)
+    batch: bool = True                   # pack tests where the target can (Target.batch_size); off: one per model
     progress: Callable[[str], None] = _quiet
 
     def __post_init__(self):

@@ -25,6 +25,8 @@ from dlci.outcome import INCONSISTENT, PASS, Outcome
 from dlci.plan import balanced
 from dlci.report.document import Report
 
+BATCH_JOB = "dlci.testcase:execute_batch_job"  # many tests of one target, packed (dlci.testcase.execute_batch)
+
 Route = Callable[[Instance], Iterable[str]]  # instance -> the targets it goes to
 
 
@@ -163,21 +165,64 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
             yield job
 
     steered = Steered(tests) if reaches_change else None
+    # batches (Target.batch_size) only where no test needs its own coverage (a PR scan steers by it)
+    batching = options.batch and not trace_files and steered is None
+    filling: dict[str, list[Test]] = {}  # target -> tests waiting for a full batch
+    retry: deque = deque()  # members of a batch whose worker died: run one by one
+    batch_members: dict[str, list[Test]] = {}  # batch job id -> its tests
+
+    def single(test: Test) -> Job:
+        nonlocal seq
+        target = campaign.targets[test.target]
+        seq += 1
+        return Job(id=f"t{seq}:{test.instance.id}@{test.target}", func=target.job_func,
+                   args=(test.instance, test.target, tuple(trace_files)), instance_id=test.instance.id,
+                   op=test.instance.op, target=test.target, affinity=test.instance.id, timeout=target.timeout)
+
+    def batch(name: str) -> Job:
+        nonlocal seq
+        members = filling.pop(name)
+        if len(members) == 1:
+            return single(members[0])
+        seq += 1
+        job = Job(id=f"b{seq}:{len(members)}@{name}", func=BATCH_JOB, args=([t.instance for t in members], name),
+                  instance_id=members[0].instance.id, op=members[0].instance.op, target=name,
+                  affinity=f"batch:{name}", timeout=(campaign.targets[name].timeout or options.timeout) * 4)
+        batch_members[job.id] = members
+        return job
 
     def jobs() -> Iterator[Job]:
-        nonlocal seq
         for test in steered or tests:
             yield from confirm_jobs()
-            target = campaign.targets[test.target]
-            seq += 1
-            yield Job(id=f"t{seq}:{test.instance.id}@{test.target}", func=target.job_func,
-                      args=(test.instance, test.target, tuple(trace_files)), instance_id=test.instance.id,
-                      op=test.instance.op, target=test.target, affinity=test.instance.id, timeout=target.timeout)
+            while retry:
+                yield single(retry.popleft())
+            size = campaign.targets[test.target].batch_size if batching else 1
+            if size <= 1:
+                yield single(test)
+                continue
+            filling.setdefault(test.target, []).append(test)
+            if len(filling[test.target]) >= size:
+                yield batch(test.target)
+        for name in list(filling):
+            yield batch(name)
+        while retry:
+            yield single(retry.popleft())
         yield from confirm_jobs()
 
     last_progress = [0.0]
     with open(options.out / "results.jsonl", "a", encoding="utf-8") as results:
         def on_result(job: Job, result: dict) -> None:
+            members = batch_members.pop(job.id, None)
+            if members is not None:
+                if "batch" not in result:  # the worker died under the batch: every member runs alone
+                    retry.extend(members)
+                    return
+                for member in result["batch"]:
+                    on_outcome(job, member)
+                return
+            on_outcome(job, result)
+
+        def on_outcome(job: Job, result: dict) -> None:
             outcome = Outcome.from_dict(result)
             sig = pending_confirm.pop(job.id, None)
             results.write(json.dumps({"job": job.id, "confirming": sig, **outcome.to_dict()}, default=str) + "\n")
@@ -198,8 +243,12 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
                     f"{len(campaign.failures)} failure signatures, {len(campaign.confirmed())} confirmed")
 
         budget = options.budget or 0.0
-        info = engine.run(jobs(), on_result, deadline=until if until is not None else time.monotonic() + budget)
+        deadline = until if until is not None else time.monotonic() + budget
+        info = engine.run(jobs(), on_result, deadline=deadline)
         campaign.interrupted = _cancelled(info)
+        if retry and not campaign.interrupted and time.monotonic() < deadline:  # a batch died after the last pull
+            more = engine.run((single(retry.popleft()) for _ in range(len(retry))), on_result, deadline=deadline)
+            campaign.interrupted = _cancelled(more)
         # confirmation jobs the engine pulled but never dispatched (deadline) are owed again
         confirm_queue.extend(pending_confirm.values())
         pending_confirm.clear()

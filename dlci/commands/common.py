@@ -41,6 +41,8 @@ class RunOptionsGroup:
         g.add_argument("--no-reduce", action="store_true", help="keep each finding's instance as found (no shrinking)")
         g.add_argument("--reduce-seconds", type=float, default=None,
                        help="time to shrink each finding (default: 10%% of the budget, 10 to 60 s)")
+        g.add_argument("--no-batch", action="store_true",
+                       help="one model per test (default: targets that pack tests convert and compile a batch once)")
 
     @staticmethod
     def parse(args: argparse.Namespace, progress=say) -> RunOptions:
@@ -48,7 +50,7 @@ class RunOptionsGroup:
                           memory_mb=args.memory_mb, sources=split(args.sources) if args.sources else None,
                           limit_per_op=args.limit_per_op, check_repros=not args.no_repro_check,
                           reduce=not args.no_reduce, reduce_seconds=args.reduce_seconds, fail_on=args.fail_on,
-                          known=known_from(args.known), progress=progress)
+                          known=known_from(args.known), batch=not args.no_batch, progress=progress)
 
 
 def split(value: str) -> list[str]:

@@ -53,6 +53,21 @@ class Target:
     # element types the target has no tensors of: a test with such an input or output is unsupported, not a finding
     unsupported_dtypes: ClassVar[tuple[str, ...]] = ()
 
+    # tests packed into one model and converted/compiled together (dlci.testcase.execute_batch) where the form has
+    # a packer (dlci.models.pack.PACKERS); 1: one test per model. Chosen from measured costs: see README "Speed"
+    batch_size: ClassVar[int] = 1
+
+    def pack_key(self, model: Any):
+        """Models with equal keys can be packed together; None: this one runs alone."""
+        from dlci.models.pack import PACKERS
+        packer = PACKERS.get(self.form)
+        return packer[0](model) if packer is not None and self.batch_size > 1 else None
+
+    def pack(self, models: list) -> tuple[Any, list[int], list[int]]:
+        """(one model running every member, inputs per member, outputs per member)."""
+        from dlci.models.pack import PACKERS
+        return PACKERS[self.form][1](models)
+
     def version(self) -> str:
         try:
             return importlib.metadata.version(self.package)

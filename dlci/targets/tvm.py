@@ -79,6 +79,7 @@ class TVMFromONNX(_TVM):
     name = "tvm.from_onnx"
     frameworks = ("torch", "onnx")
     form = "onnx"
+    batch_size = 16  # compile is paid per model: 16 packed node tests compile in about the time of two alone
     reaches = ("tvm:frontend.onnx", "tvm:relax", "tvm:codegen.llvm", "pytorch:eager")
     exporters = {"torch": "torch.onnx"}
 
