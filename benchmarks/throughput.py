@@ -1,10 +1,13 @@
-"""Throughput: the same instances through the same TVM target, dlci's engine vs one process per test.
+"""Throughput: the same instances through the same TVM target: dlci's engine with batched tests (members packed
+into one model where the target can, dlci.testcase.execute_batch), the engine one test per job, and one process
+per test. Batched and per-test sides must report the same statuses per test (``same_statuses``).
 
 Both sides use the same parallelism (2 at a time on 2 cores). Also reports the share of worker busy time that is
 spent inside convert/compile/run (the rest is reference computation, model building and harness overhead), and
 the peak memory of the engine run with 2 workers.
 
-    .venv/bin/python benchmarks/throughput.py [--count 100] [--target tvm.from_exported_program]
+    .venv/bin/python benchmarks/throughput.py [--count 100] [--target tvm.from_exported_program] [--source opinfo]
+    .venv/bin/python benchmarks/throughput.py --count 300 --target tvm.from_onnx --source onnx_node
 """
 from __future__ import annotations
 
@@ -27,6 +30,18 @@ def jobs_for(instances, target):
                 op=i.op, target=target, affinity=i.id) for i in instances]
 
 
+def batch_jobs_for(instances, target):
+    from dlci.targets import get
+    size = get(target).batch_size
+    return [Job(id=f"b{k}@{target}", func="dlci.testcase:execute_batch_job", args=(instances[k:k + size], target),
+                instance_id=instances[k].id, op=instances[k].op, target=target, affinity=f"batch:{target}",
+                timeout=480) for k in range(0, len(instances), size)]
+
+
+def unbatch(results):
+    return [o for r in results for o in (r["batch"] if "batch" in r else [r])]
+
+
 def engine_side(jobs, workers, warm):
     results = []
     with TreeMemory() as mem:
@@ -34,6 +49,7 @@ def engine_side(jobs, workers, warm):
         with Engine(workers=workers, timeout=120, warm_imports=warm) as engine:
             info = engine.run(jobs, lambda job, r: results.append(r))
         wall = time.monotonic() - t0
+    results = unbatch(results)
     busy = sum(info.busy_seconds)
     inside = sum(sum(v for k, v in (r.get("timings") or {}).items() if k in ("convert", "compile", "run"))
                  for r in results)
@@ -41,7 +57,8 @@ def engine_side(jobs, workers, warm):
             "share_inside_targets_of_busy": round(inside / busy, 3) if busy else None,
             "share_inside_targets_of_wall": round(inside / (wall * workers), 3),
             "worker_startup_s": [round(s, 2) for s in info.startup_seconds],
-            "peak_rss_gb": round(mem.peak / 2**30, 2), "statuses": _statuses(results)}
+            "peak_rss_gb": round(mem.peak / 2**30, 2), "statuses": _statuses(results),
+            "by_instance": {r["instance_id"]: r["status"] for r in results}}
 
 
 def naive_side(jobs, workers):
@@ -70,11 +87,17 @@ def main():
     instances = pick_instances(args.source, args.target, args.count)
     jobs = jobs_for(instances, args.target)
     warm = ("torch", "tvm", "dlci.testcase")
+    batched = engine_side(batch_jobs_for(instances, args.target), args.workers, warm)
     engine = engine_side(jobs, args.workers, warm)
     naive = naive_side(jobs_for(instances, args.target), args.workers)
+    differ = sorted(i for i, st in engine["by_instance"].items() if batched["by_instance"].get(i) != st)
+    for side in (batched, engine):
+        side.pop("by_instance")
     report = {"target": args.target, "instances": len(instances), "workers": args.workers,
-              "engine": engine, "naive_process_per_test": naive,
-              "speedup": round(engine["tests_per_min"] / naive["tests_per_min"], 1)}
+              "engine_batched": batched, "engine": engine, "naive_process_per_test": naive,
+              "speedup": round(engine["tests_per_min"] / naive["tests_per_min"], 1),
+              "batched_speedup_over_engine": round(batched["tests_per_min"] / engine["tests_per_min"], 1),
+              "same_statuses": not differ, "status_differs": differ}
     print(json.dumps(report, indent=2))
 
 
