@@ -11,17 +11,33 @@ the peak memory of the engine run with 2 workers.
 """
 from __future__ import annotations
 
-import argparse
-import json
+import os
 import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+
+# run as a script, this file's folder comes first on sys.path, and benchmarks/bisect.py shadows the standard library's
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+from concurrent.futures import ThreadPoolExecutor  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import TreeMemory, pick_instances  # noqa: E402
+
+def _load_common():
+    """benchmarks/_common.py by its path: the workers inherit sys.path, which must not hold this folder."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("dlci_bench_common", os.path.join(_HERE, "_common.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_COMMON = _load_common()
+TreeMemory, pick_instances = _COMMON.TreeMemory, _COMMON.pick_instances
 from dlci.exec import Engine, Job, run_isolated  # noqa: E402
 
 
