@@ -55,7 +55,7 @@ def batch_jobs_for(instances, target):
 
 
 def unbatch(results):
-    return [o for r in results for o in (r["batch"] if "batch" in r else [r])]
+    return [o for r in results for o in r.get("batch_outcomes", [r])]
 
 
 def engine_side(jobs, workers, warm):

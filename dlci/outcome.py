@@ -32,6 +32,7 @@ class Outcome:
     seconds: float = 0.0          # wall time of the whole test inside the worker (or until it was killed)
     coverage: dict = field(default_factory=dict)  # traced converter file -> sorted lines run while converting
     digest: list = field(default_factory=list)     # per output: shape and summary numbers of what the target gave
+    batch: int = 1                # tests that shared this one's convert and compile (dlci.testcase.execute_batch)
 
     @property
     def valid(self) -> bool:

@@ -266,7 +266,7 @@ def _run_group(group: list, target, hook, results: dict) -> None:
         pos += n
         for stage in ("convert", "compile", "run"):
             out.timings[stage] = probe.timings.get(stage, 0.0) / len(group)
-        out.timings["batch"] = float(len(group))  # how many tests shared its convert and compile
+        out.batch = len(group)
         _judge(prep, target, member, out, hook)
         if out.status != PASS:  # judged alone: a batch never decides a failure
             out = execute(prep.instance, target.name, stage_hook=hook)
@@ -284,4 +284,4 @@ def execute_job(instance: Instance, target_name: str, trace_files: tuple[str, ..
 def execute_batch_job(instances: list[Instance], target_name: str, *,
                       stage_hook: Callable[[str], None] | None = None) -> dict:
     """Entry point for a batch in the sandboxed workers: the Outcomes, in order, as plain data."""
-    return {"batch": [o.to_dict() for o in execute_batch(instances, target_name, stage_hook=stage_hook)]}
+    return {"batch_outcomes": [o.to_dict() for o in execute_batch(instances, target_name, stage_hook=stage_hook)]}

@@ -57,7 +57,7 @@ def test_a_batch_reports_what_each_test_alone_reports(node_instances):
     alone = [execute(i, TARGET) for i in chosen]
     assert [o.instance_id for o in batched] == [i.id for i in chosen]
     assert [(o.status, o.stage, o.symptom) for o in batched] == [(o.status, o.stage, o.symptom) for o in alone]
-    shared = [o for o in batched if o.timings.get("batch", 1) > 1]
+    shared = [o for o in batched if o.batch > 1]
     assert shared and all(o.status == PASS for o in shared)  # only passes come from a packed model
     assert {o.status for o in alone} - {PASS}  # the slice has failures too: bisection ran
 
@@ -71,3 +71,27 @@ def test_models_that_cannot_share_a_header_run_alone(node_instances):
     assert onnx_pack_key(other) != onnx_pack_key(m)
     other.metadata_props.add(key=models.KEEP_PARAMS_KEY, value="true")
     assert onnx_pack_key(other) is None
+
+
+def test_a_batched_campaign_reports_what_an_unbatched_one_does(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    ops = "Abs,Relu,Add,Sigmoid,Neg,Exp,Floor,Ceil,NonMaxSuppression,ReduceL2"
+    docs, rows = {}, {}
+    for mode in ("batch", "no-batch"):
+        out = tmp_path / mode
+        args = [sys.executable, "-m", "dlci", "test", "--sources", "onnx_node", "--targets", TARGET, "--ops", ops,
+                "--budget", "60", "--no-reduce", "--out", str(out)] + (["--no-batch"] if mode == "no-batch" else [])
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=root)
+        assert proc.returncode in (0, 1), proc.stderr[-2000:]
+        docs[mode] = json.loads((out / "findings.json").read_text())
+        rows[mode] = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    first = {m: {r["instance_id"]: r["status"] for r in rows[m] if not r["confirming"]} for m in rows}
+    assert first["batch"] == first["no-batch"]  # every test ran, with the same status
+    assert any(r["batch"] > 1 for r in rows["batch"])  # and some shared a packed model
+    assert all(r["batch"] == 1 for r in rows["no-batch"])
+    sigs = {m: sorted(f["signature"] for f in docs[m]["findings"]) for m in docs}
+    assert sigs["batch"] == sigs["no-batch"] and sigs["batch"]  # NonMaxSuppression: a real TVM inconsistency

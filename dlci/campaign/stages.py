@@ -214,10 +214,10 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
         def on_result(job: Job, result: dict) -> None:
             members = batch_members.pop(job.id, None)
             if members is not None:
-                if "batch" not in result:  # the worker died under the batch: every member runs alone
+                if "batch_outcomes" not in result:  # the worker died under the batch: every member runs alone
                     retry.extend(members)
                     return
-                for member in result["batch"]:
+                for member in result["batch_outcomes"]:
                     on_outcome(job, member)
                 return
             on_outcome(job, result)
