@@ -117,7 +117,8 @@ def main(argv=None) -> int:
                 return 0  # engine closed the pipe
             (size,) = protocol._HEADER.unpack(raw)
             body = protocol.read_exact(in_fd, size) or b""
-        except (EOFError, OSError):
+        except (EOFError, OSError) as exc:  # said in the log: a test that closed our descriptor shows up here
+            print(f"[dlci worker] job pipe unreadable, exiting: {exc!r}", file=sys.stderr, flush=True)
             return 0
         t0 = time.monotonic()
         try:
@@ -163,8 +164,9 @@ def main(argv=None) -> int:
         try:
             with lock:
                 protocol.write_all(out_fd, frame)
-        except OSError:
-            return 0  # engine gone
+        except OSError as exc:
+            print(f"[dlci worker] result pipe unwritable, exiting: {exc!r}", file=sys.stderr, flush=True)
+            return 0  # engine gone (or the test closed our descriptor)
 
 
 if __name__ == "__main__":
