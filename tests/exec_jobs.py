@@ -119,3 +119,19 @@ def evil_frame(stage_hook=None):
     os.write(out_fd, struct.pack(">Q", len(body)) + body)
     time.sleep(5)
     return _ok("evil")
+
+
+def fork_shared(mb, seconds, stage_hook=None):
+    """Touch ``mb`` MB, then fork a child that shares them (copy-on-write) and sleep in both: the RSS summed over
+    the tree counts the pages twice, the PSS once."""
+    stage_hook("compile")
+    block = bytearray(mb << 20)
+    for k in range(0, len(block), 4096):
+        block[k] = 1
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(seconds)
+        os._exit(0)
+    time.sleep(seconds)
+    os.waitpid(pid, 0)
+    return _ok("shared", message=str(len(block) >> 20))

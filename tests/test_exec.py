@@ -249,3 +249,13 @@ def test_on_result_error_propagates_and_engine_survives():
             engine.run([job("a", "ok"), job("b", "sleep", 5.0)], boom)
         info, res, _ = collect(engine, [job("c", "ok")])
         assert res["c"]["status"] == PASS
+
+
+def test_a_worker_over_the_rss_limit_but_not_the_pss_limit_keeps_its_job():
+    # 220 MB shared with a forked child: RSS summed over the tree ~ 2 x 220 MB + 2 interpreters, PSS ~ 220 MB + one
+    # interpreter; the limit lies between them. The worker is neither killed for OOM nor reaped as a dead one.
+    with Engine(workers=1, timeout=30, memory_mb=380) as engine:
+        info, res, _ = collect(engine, [job("shared", "fork_shared", 220, 2.0), job("after", "ok")])
+    assert res["shared"]["status"] == PASS, (res["shared"]["symptom"], res["shared"]["message"])
+    assert res["shared"]["message"] == "220"
+    assert info.respawns == 0 and info.crashed_workers == 0

@@ -616,7 +616,7 @@ class Engine:
                         w.last_rss = w.pss()  # the RSS sum over-counts forked children: confirm with PSS
                         if w.last_rss > (self.memory_mb << 20):
                             self._kill(w, "oom")
-                        self._reap(w)
+                            self._reap(w)  # only a worker killed here: one under the PSS limit keeps its job
             elif w.state == "starting" and now - w.spawned_at > max(300.0, self.timeout):
                 self._kill(w, "startup")
                 self._reap(w)
