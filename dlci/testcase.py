@@ -246,14 +246,14 @@ def _run_group(group: list, target, hook, results: dict) -> None:
         return
     t0 = time.perf_counter()
     probe = Outcome(instance_id=group[0][1].instance.id, op="", target=target.name, status=PASS)
-    value = None
     try:
         packed, n_in, n_out = target.pack([prep.model for _, prep, _, _ in group])
-    except Exception:  # noqa: BLE001 - the members cannot share a model: each runs alone
-        packed = None
-    if packed is not None:
-        inputs = [x for _, prep, _, _ in group for x in prep.inputs]
-        value = _target_stages(target, packed, inputs, group[0][1].instance.seed, probe, hook)
+    except Exception:  # noqa: BLE001 - the members cannot share a model (a packer's limit): each runs alone
+        for item in group:
+            _run_group([item], target, hook, results)
+        return
+    inputs = [x for _, prep, _, _ in group for x in prep.inputs]
+    value = _target_stages(target, packed, inputs, group[0][1].instance.seed, probe, hook)
     if value is None or len(value) != sum(n_out):  # bisect: the halves are packed again, singles run alone
         half = len(group) // 2
         _run_group(group[:half], target, hook, results)

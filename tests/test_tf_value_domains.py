@@ -44,6 +44,7 @@ def test_shift_amounts_stay_below_the_bit_width(harvested):
 
 def test_float_to_int_casts_stay_in_range(harvested):
     casts = [i for i in harvested["Cast"] if str(i.call["kwargs"].get("DstT", "")).startswith(("int", "uint"))]
+    assert any(np.asarray(_kw(i, "x")).dtype.kind == "f" for i in casts)  # float -> int casts were harvested
     for inst in casts:
         x = np.asarray(_kw(inst, "x"))
         if x.dtype.kind in "fc":
@@ -61,18 +62,20 @@ def test_solves_get_well_conditioned_matrices(harvested):
 
 
 def test_self_adjoint_eig_input_is_self_adjoint(harvested):
+    assert harvested["SelfAdjointEigV2"]
     for inst in harvested["SelfAdjointEigV2"]:
         a = np.asarray(_kw(inst, "input"))
         assert np.allclose(a, np.conj(np.swapaxes(a, -1, -2))), inst.origin.test
 
 
 def test_top_k_never_orders_nan(harvested):
-    assert all(np.isfinite(np.asarray(_kw(i, "input"), np.float64)).any() and
-               not np.isnan(np.asarray(_kw(i, "input"), np.float64)).any() for i in harvested["TopKV2"])
+    assert len(harvested["TopKV2"]) >= 4
+    assert not any(np.isnan(np.asarray(_kw(i, "input"), np.float64)).any() for i in harvested["TopKV2"])
 
 
 def test_segments_below_the_largest_id_are_never_empty(harvested):
     for op in ("SegmentMean", "UnsortedSegmentMax"):
+        assert harvested[op]
         for inst in harvested[op]:
             ids = np.asarray(_kw(inst, "segment_ids")).reshape(-1)
             assert set(ids.tolist()) == set(range(int(ids.max()) + 1)), inst.origin.test
@@ -115,14 +118,12 @@ def test_empty_segments_are_not_differentiated():
 
 
 def test_xla_complex_self_adjoint_eigenvalues_are_compared():
-    # a real XLA bug in TensorFlow 2.21: complex SelfAdjointEigV2 under jit_compile returns its real eigenvalues
-    # packed pairwise into complex numbers
+    # a real XLA bug in the pinned TensorFlow 2.21: complex SelfAdjointEigV2 under jit_compile returns its real
+    # eigenvalues packed pairwise into complex numbers (a release that fixes it makes this test fail: update it then)
     a = np.array([[12, 1 + 1j, 0], [1 - 1j, 5, 0.5j], [0, -0.5j, 3]], np.complex64)
     inst = _instance("SelfAdjointEigV2", input=a, compute_v=False)
     out = execute_rule(inst, "rule.tf.function.xla")
-    assert out.status in (INCONSISTENT, PASS)  # PASS once a TensorFlow release fixes it
-    if out.status == INCONSISTENT:
-        assert out.symptom == "value mismatch"
+    assert (out.status, out.symptom) == (INCONSISTENT, "value mismatch"), out.message
 
 
 def test_the_fp64_floor_follows_the_dtype_precision():
