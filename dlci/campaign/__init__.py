@@ -32,7 +32,8 @@ def run(instances: Sequence[Instance], targets: dict, options: RunOptions, *, ro
             stages.execute(campaign, tests, engine, options, until=clock.tests_until, hard_until=clock.hard)
             findings = stages.collect(campaign)
             if options.reduce and not campaign.interrupted:
-                stages.reduce(findings, campaign, engine, options, until=clock.post(0.6))
+                stages.reduce(findings, campaign, engine, options, until=clock.post(0.6),
+                              hard_until=clock.hard)
         return publish(campaign, findings, options, until=clock.post(0.9), hard_until=clock.hard)
     except BaseException:
         # an internal error must not lose what was gathered: write the partial report, then fail loudly

@@ -12,6 +12,7 @@ from typing import Callable
 from dlci.errors import UsageError
 
 FAIL_ON = ("any", "new", "never")  # which findings make a run exit 1 (dlci.findings.counted)
+SCHEDULES = ("cost", "plan")  # cost: budget shared by arm (dlci.campaign.schedule); plan: instance by instance
 
 
 def _quiet(msg: str) -> None:
@@ -33,6 +34,7 @@ class RunOptions:
     fail_on: str = "any"
     known: list = field(default_factory=list)  # dlci.findings.known.KnownIssue entries (--known / .dlci.yml)
     batch: bool = True                   # pack tests where the target can (Target.batch_size); off: one per model
+    schedule: str = "cost"               # SCHEDULES: the order tests run in an explicit run
     progress: Callable[[str], None] = _quiet
 
     def __post_init__(self):
@@ -41,6 +43,8 @@ class RunOptions:
                                  ("memory-mb", self.memory_mb, 256), ("limit-per-op", self.limit_per_op, 1)):
             if value is not None and value < low:
                 raise UsageError(f"--{name} must be at least {low}, got {value}")
+        if self.schedule not in SCHEDULES:
+            raise UsageError(f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
         if self.fail_on not in FAIL_ON:
             raise UsageError(f"--fail-on must be one of {', '.join(FAIL_ON)}, got {self.fail_on!r}")
 

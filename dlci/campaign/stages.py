@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 from dlci.campaign.options import RunOptions
+from dlci.campaign.schedule import CostAware
 from dlci.campaign.state import Campaign
 from dlci.exec import Engine, Job
 from dlci.findings import Finding
@@ -165,6 +166,9 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
             yield job
 
     steered = Steered(tests) if reaches_change else None
+    # an explicit run shares the budget between (target, source) arms by measured cost and yield; a PR scan keeps
+    # the plan's order (touched operators first) and steers by coverage instead
+    scheduler = CostAware(tests) if steered is None and options.schedule == "cost" else None
     # batches (Target.batch_size) only where no test needs its own coverage (a PR scan steers by it)
     batching = options.batch and not trace_files and steered is None
     filling: dict[str, list[Test]] = {}  # target -> tests waiting for a full batch
@@ -191,8 +195,22 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
         batch_members[job.id] = members
         return job
 
+    def checks_owed() -> float:
+        """Seconds the reproducers of the signatures found so far will take to check alone, as many at once as
+        there are workers."""
+        found = sum(1 for state in campaign.confirm_state.values() if state != "flaky")
+        return found * REPRO_CHECK_SECONDS / max(1, options.workers)
+
     def jobs() -> Iterator[Job]:
-        for test in steered or tests:
+        for test in steered or scheduler or tests:
+            if hard_until is not None and options.check_repros and \
+                    checks_owed() > CHECK_SHARE * (hard_until - time.monotonic()):
+                # a finding whose reproducer cannot be checked within the budget is worth less than the tests
+                # that would find it: stop drawing tests while the ones found can all be checked
+                campaign.ended_early = (f"testing ended early: the reproducers of the {len(campaign.confirm_state)}"
+                                        f" failure signatures found need the rest of the budget")
+                say(campaign.ended_early)
+                break
             yield from confirm_jobs()
             while retry:
                 yield single(retry.popleft())
@@ -235,6 +253,9 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
             need = campaign.record(outcome, sig)
             if need is not None:
                 confirm_queue.append(need)
+            if scheduler is not None and sig is None:
+                scheduler.observe(Test(campaign.instances[outcome.instance_id], outcome.target), outcome.seconds,
+                                  outcome.status, new_signature=need is not None)
             now = time.monotonic()
             if now - last_progress[0] > 5:
                 last_progress[0] = now
@@ -261,6 +282,8 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
             more = engine.run(confirm_jobs(), on_result, deadline=grace)
             campaign.interrupted = _cancelled(more)
         campaign.engine_info = _info_dict(info)
+        if scheduler is not None:
+            campaign.arms = scheduler.stats()
 
 
 def _cancelled(info) -> bool:
@@ -273,12 +296,14 @@ def _info_dict(info) -> dict:
 
 
 def reduce(findings: list[Finding], campaign: Campaign, engine: Engine, options: RunOptions, *,
-           until: float | None = None) -> None:
+           until: float | None = None, hard_until: float | None = None) -> None:
     """Shrink each finding's representative, in the order given, while it still fails the same way (the finding's
     signature), in the campaign's own workers; a reduced instance that failed again on its confirmation run becomes
     the finding's representative. ``until``: no reduction starts after it, and each gets a fair share of what is
-    left."""
+    left; ``hard_until``: the reproducer checks of all findings keep their time before it."""
     from dlci.reduce import engine_runner, reduce_instance
+    if hard_until is not None and options.check_repros and until is not None:
+        until = min(until, hard_until - 1.2 * len(findings) * REPRO_CHECK_SECONDS / max(1, options.workers))
     for n, f in enumerate(findings):
         seconds = options.seconds_to_reduce(options.budget or 0.0)
         if until is not None:
@@ -370,6 +395,9 @@ def _reduction_summary(red) -> dict | None:
 
 # -- reproduce --------------------------------------------------------------------------------------------------
 
+REPRO_CHECK_SECONDS = 3.0  # a reproducer run alone: a fresh interpreter importing torch and the target, 2-3 s here
+CHECK_SHARE = 0.7  # of the time left before the hard deadline that owed reproducer checks may take before testing
+# stops (the rest: confirmations, reduction, the report)
 FALLBACKS = 2  # larger instances a finding's reproducer falls back to before the finding is dropped
 REPRO_TIMEOUT = 600.0  # seconds a reproducer may run alone
 MIN_CHECK_SECONDS = 10.0  # a check that cannot get this long before the deadline is not started
@@ -431,15 +459,22 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
                 finding.repro_checked = run_alone(paths[finding.id])
                 finding.extra["reproducer_fallback"] = (f"the reproducer of instance {tried} did not reproduce alone; "
                                                         f"this one uses instance {alternative}")
-            if finding.test_style_repro and finding.repro_checked is not None:
-                from dlci.findings.test_style import check_test, pytest_available
-                if pytest_available():  # the standalone script alone decides whether a finding is reported
-                    finding.test_style_checked = check_test(out / finding.test_style_repro, env=env)
             state = {True: "reproduces", False: "does NOT reproduce alone", None: "not run (budget)"}
             options.progress(f"reproducer {finding.repro}: {state[finding.repro_checked]}")
 
+        def check_test_style(finding: Finding) -> None:
+            from dlci.findings.test_style import check_test
+            if finding.test_style_repro and finding.repro_checked is not None and \
+                    (until is None or time.monotonic() < until):
+                finding.test_style_checked = check_test(out / finding.test_style_repro, env=env)
+
         with ThreadPoolExecutor(max(1, options.workers)) as pool:  # as many at once as there were workers
             list(pool.map(check, findings))
+            # the standalone script alone decides whether a finding is reported: every finding's is checked first,
+            # the tests in the repository's style with the time that is left
+            from dlci.findings.test_style import pytest_available
+            if pytest_available():
+                list(pool.map(check_test_style, findings))
         unreproduced = [f.to_dict() for f in findings if f.repro_checked is False]
         findings = [f for f in findings if f.repro_checked is not False]
     for f in unreproduced:  # their scripts (and test-style tests) stay for triage, under a name that says so

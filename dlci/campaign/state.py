@@ -28,6 +28,8 @@ class Campaign:
     flaky: list[dict] = field(default_factory=list)
     interrupted: bool = False
     engine_info: dict = field(default_factory=dict)
+    arms: dict = field(default_factory=dict)  # "target × source" -> what the cost-aware scheduler gave it
+    ended_early: str = ""  # why testing stopped before its share of the budget ran out, if it did
     coverage: dict[tuple[str, str], dict] = field(default_factory=dict)  # (instance id, target) -> file -> lines
     first_confirmed_at: float | None = None  # epoch seconds: when the first failure was confirmed
     confirmed_at: dict[str, float] = field(default_factory=dict)  # signature -> epoch seconds of its confirmation
@@ -143,4 +145,6 @@ class Campaign:
             "first_confirmed_at": self.first_confirmed_at,
             "confirmed_at": dict(self.confirmed_at),
             "engine": self.engine_info,
+            **({"arms": self.arms} if self.arms else {}),
+            **({"ended_early": self.ended_early} if self.ended_early else {}),
         }

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from dlci.campaign.options import FAIL_ON, RunOptions
+from dlci.campaign.options import FAIL_ON, SCHEDULES, RunOptions
 from dlci.errors import ExitCode, UsageError
 from dlci.report.document import Report
 from dlci.sources import DEFAULT_SOURCES, PR_SOURCES
@@ -43,6 +43,10 @@ class RunOptionsGroup:
                        help="time to shrink each finding (default: 10%% of the budget, 10 to 60 s)")
         g.add_argument("--no-batch", action="store_true",
                        help="one model per test (default: targets that pack tests convert and compile a batch once)")
+        g.add_argument("--schedule", choices=SCHEDULES, default="cost",
+                       help="cost (default): every target x source gets a share of the budget by measured cost "
+                            "and yield; plan: instance by instance on every target, in the plan's order (a scan always "
+                            "steers by coverage)")
 
     @staticmethod
     def parse(args: argparse.Namespace, progress=say) -> RunOptions:
@@ -50,7 +54,8 @@ class RunOptionsGroup:
                           memory_mb=args.memory_mb, sources=split(args.sources) if args.sources else None,
                           limit_per_op=args.limit_per_op, check_repros=not args.no_repro_check,
                           reduce=not args.no_reduce, reduce_seconds=args.reduce_seconds, fail_on=args.fail_on,
-                          known=known_from(args.known), batch=not args.no_batch, progress=progress)
+                          known=known_from(args.known), batch=not args.no_batch, schedule=args.schedule,
+                          progress=progress)
 
 
 def split(value: str) -> list[str]:

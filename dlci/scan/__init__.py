@@ -147,7 +147,8 @@ def scan(req: ScanRequest) -> Report:
             findings.sort(key=lambda f: not is_new(f))  # what the PR broke first: reduced and reproduced first
             if options.reduce and findings and not campaign.interrupted:
                 with stages.open_engine(options, campaign.targets, env=head_env) as engine:
-                    stages.reduce(findings, campaign, engine, options, until=clock.post(0.75))
+                    stages.reduce(findings, campaign, engine, options, until=clock.post(0.75),
+                                  hard_until=clock.hard)
             pr["coverage"] = coverage.summary(campaign, head.path, converter_files, repo, cache)
             pr["head_run"] = head.run_hint(head_env)
             if base_env is not None:

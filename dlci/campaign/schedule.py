@@ -1,0 +1,99 @@
+"""Which test runs next in an explicit run: a cost-aware share of the budget per arm, OPERA's order within each.
+
+An arm is a target and a source of instances (``tvm.from_fx`` × ``module_db``): what one test costs and how often it
+fails in a new way differ by orders of magnitude between arms (an ONNX Runtime session: 10 ms; OpenVINO through a
+SavedModel: 3 s), so the plan's instance-major order lets the expensive arms starve the cheap ones, and a broad run
+ends having tried a few dozen instances. Here each arm is charged the worker seconds its tests took (the running ones
+at the arm's mean cost so far) and the next test comes from the arm with the least charge per unit of weight (stride
+scheduling), so every arm gets its share of time and the cheap ones run many more tests within it. The weight grows
+with what an arm yields (distinct failure signatures per minute of its own time) and with the share of its tests that
+are valid, so the budget drifts to where bugs are found without starving the rest. Within an arm the tests keep the
+plan's order (OPERA's diversity order)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+from dlci.outcome import CRASH, INCONSISTENT, PASS
+
+PRIOR_SECONDS = 1.0  # what a test of an arm that has not reported yet is charged while it runs
+PRIOR_TESTS = 2      # pseudo-tests of the prior in an arm's mean cost and valid share (a first outlier cannot rule)
+YIELD_WEIGHT = 1.0   # weight added per failure signature found per minute of the arm's own time
+MAX_WEIGHT = 8.0     # no arm gets more than this many shares, however well it yields
+INVALID_FLOOR = 0.25  # weight of an arm none of whose tests is valid (it may still become valid: keep a share)
+
+
+@dataclass
+class Arm:
+    key: tuple[str, str]  # (target, source)
+    queue: list = field(default_factory=list)  # tests, in plan order
+    pos: int = 0
+    seconds: float = 0.0   # worker seconds of its tests that reported
+    tests: int = 0
+    valid: int = 0
+    running: int = 0
+    signatures: int = 0    # new failure signatures its tests found
+
+    def mean_cost(self) -> float:
+        return (self.seconds + PRIOR_TESTS * PRIOR_SECONDS) / (self.tests + PRIOR_TESTS)
+
+    def charge(self) -> float:
+        return self.seconds + self.running * self.mean_cost()
+
+    def weight(self) -> float:
+        minutes = max(self.seconds, 30.0) / 60.0  # a signature in the first seconds is not a rate yet
+        valid_share = (self.valid + PRIOR_TESTS) / (self.tests + PRIOR_TESTS)
+        base = INVALID_FLOOR + (1.0 - INVALID_FLOOR) * valid_share
+        return min(MAX_WEIGHT, base * (1.0 + YIELD_WEIGHT * self.signatures / minutes))
+
+    def as_dict(self) -> dict:
+        return {"tests": self.tests, "valid": self.valid, "seconds": round(self.seconds, 2),
+                "signatures": self.signatures, "left": len(self.queue) - self.pos,
+                "weight": round(self.weight(), 3)}
+
+
+class CostAware:
+    """Iterates the tests (``dlci.campaign.stages.Test``) arm by arm as described above; ``observe`` each outcome
+    (with whether it found a new failure signature) as it comes back."""
+
+    def __init__(self, tests: Sequence, arm_of=None):
+        self.arm_of = arm_of or (lambda t: (t.target, t.instance.origin.source))
+        self.arms: dict[tuple[str, str], Arm] = {}
+        for t in tests:
+            key = self.arm_of(t)
+            self.arms.setdefault(key, Arm(key)).queue.append(t)
+        self._order = list(self.arms)  # ties go to the arm whose first test came first in the plan
+
+    def _next_arm(self) -> Arm | None:
+        best, best_key = None, None
+        for rank, key in enumerate(self._order):
+            arm = self.arms[key]
+            if arm.pos >= len(arm.queue):
+                continue
+            k = (arm.charge() / arm.weight(), rank)
+            if best_key is None or k < best_key:
+                best, best_key = arm, k
+        return best
+
+    def __iter__(self) -> Iterator:
+        while True:
+            arm = self._next_arm()
+            if arm is None:
+                return
+            test = arm.queue[arm.pos]
+            arm.pos += 1
+            arm.running += 1
+            yield test
+
+    def observe(self, test, seconds: float, status: str, new_signature: bool) -> None:
+        arm = self.arms.get(self.arm_of(test))
+        if arm is None:
+            return
+        arm.running = max(0, arm.running - 1)
+        arm.seconds += max(0.0, seconds)
+        arm.tests += 1
+        arm.valid += status in (PASS, CRASH, INCONSISTENT)
+        arm.signatures += bool(new_signature)
+
+    def stats(self) -> dict:
+        return {f"{t} × {s}": arm.as_dict() for (t, s), arm in sorted(self.arms.items()) if arm.tests or arm.running}

@@ -1,0 +1,95 @@
+"""The cost-aware scheduler (dlci.campaign.schedule): budget shares per (target, source) arm, plan order within."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from dlci.campaign.schedule import CostAware
+from dlci.outcome import PASS, UNSUPPORTED
+
+
+def _tests(spec: dict[tuple[str, str], int]) -> list:
+    """Tests in instance-major plan order: instance k of every arm, then k + 1."""
+    out = []
+    for k in range(max(spec.values())):
+        for (target, source), n in spec.items():
+            if k < n:
+                out.append(SimpleNamespace(target=target, instance=SimpleNamespace(
+                    id=f"{source}-{k}", origin=SimpleNamespace(source=source))))
+    return out
+
+
+def _simulate(sched: CostAware, cost, status=lambda t: PASS, new=lambda t: False, seconds: float = 60.0) -> dict:
+    """One worker: each test handed out runs at once for cost(test) seconds, until ``seconds`` of work."""
+    spent, got = 0.0, {}
+    for test in sched:
+        sched.observe(test, cost(test), status(test), new(test))
+        got.setdefault((test.target, test.instance.origin.source), []).append(test.instance.id)
+        spent += cost(test)
+        if spent >= seconds:
+            break
+    return got
+
+
+def test_every_arm_gets_its_time_and_a_cheap_arm_runs_many_more_tests():
+    tests = _tests({("ort", "onnx_node"): 5000, ("openvino.tf", "keras_tests"): 500})
+    cost = {"ort": 0.01, "openvino.tf": 3.0}
+    got = _simulate(CostAware(tests), lambda t: cost[t.target])
+    cheap, dear = len(got[("ort", "onnx_node")]), len(got[("openvino.tf", "keras_tests")])
+    assert abs(cheap * 0.01 - dear * 3.0) <= 3.0  # equal time, one expensive test apart
+    assert cheap > 100 * dear
+    # the plan order (instance-major) would have spent half the tests, and 99.7 % of the time, on openvino.tf
+    assert cheap + dear > 20 * (60.0 / 3.01)
+
+
+def test_within_an_arm_the_plan_order_is_kept():
+    tests = _tests({("a", "s"): 50, ("b", "s"): 50})
+    got = _simulate(CostAware(tests), lambda t: 0.1 if t.target == "a" else 0.3, seconds=5.0)
+    for ids in got.values():
+        assert ids == [f"s-{k}" for k in range(len(ids))]
+
+
+def test_an_arm_that_finds_failures_gets_a_larger_share():
+    tests = _tests({("tvm.from_fx", "opinfo"): 2000, ("tvm.from_onnx", "opinfo"): 2000})
+    got = _simulate(CostAware(tests), lambda t: 0.5,
+                    new=lambda t: t.target == "tvm.from_fx" and int(t.instance.id.split("-")[1]) % 10 == 0,
+                    seconds=400.0)
+    yielding, barren = len(got[("tvm.from_fx", "opinfo")]), len(got[("tvm.from_onnx", "opinfo")])
+    assert yielding > 2 * barren
+    assert barren > 0.05 * yielding  # yield does not starve the rest
+
+
+def test_an_arm_of_unsupported_tests_gets_less_but_not_nothing():
+    tests = _tests({("x", "valid"): 2000, ("x", "unsupported"): 2000})
+    got = _simulate(CostAware(tests), lambda t: 0.1,
+                    status=lambda t: UNSUPPORTED if t.instance.origin.source == "unsupported" else PASS,
+                    seconds=100.0)
+    valid, unsupported = len(got[("x", "valid")]), len(got[("x", "unsupported")])
+    assert valid > 2 * unsupported > 0
+
+
+def test_every_test_is_handed_out_once_and_running_tests_are_charged():
+    tests = _tests({("a", "s"): 7, ("b", "s"): 3, ("c", "t"): 11})
+    sched = CostAware(tests)
+    handed = list(sched)  # nothing reports: each arm is charged its prior per running test, so arms alternate
+    assert sorted(map(id, handed)) == sorted(map(id, tests))
+    assert [(t.target) for t in handed[:3]] == ["a", "b", "c"]
+
+
+def test_a_broad_run_records_the_arms_and_their_shares(tmp_path):
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "dlci", "test", "--ops", "onnx::Relu,onnx::Abs,aten::abs",
+                           "--targets", "onnxruntime,tvm.from_onnx,torch.onnx", "--budget", "60", "--no-reduce",
+                           "--no-repro-check", "--out", str(out)], capture_output=True, text=True, timeout=600,
+                          cwd=root)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    stats = json.loads((out / "findings.json").read_text())["stats"]
+    arms = stats["arms"]
+    assert {"onnxruntime × onnx_node", "tvm.from_onnx × onnx_node", "torch.onnx × opinfo"} <= set(arms)
+    assert sum(a["tests"] for a in arms.values()) == stats["tests_run"]
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len({(r["instance_id"], r["target"]) for r in rows if not r["confirming"]}) == stats["tests_run"]
