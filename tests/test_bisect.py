@@ -9,6 +9,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -321,30 +322,99 @@ def test_bisect_from_finding(index, base_python, cache, tmp_path, capsys):
 
 # -- release-regression attribution --------------------------------------------------------------------------------
 
-def test_against_classification(index, base_python, cache, tmp_path):
-    with pytest.raises(UsageError, match="PACKAGE==VERSION"):
-        attribution.parse_against("openvino")
-    findings = [{"id": "F001", "target": "t", "signature": "t|compare|op|value mismatch", "instance_id": "i1",
-                 "instances": ["i1", "i2"]},
-                {"id": "F002", "target": "t", "signature": "t|convert|op2|Exception", "instance_id": "i3"},
-                {"id": "F003", "target": "t", "signature": "t|convert|op3|Exception", "instance_id": "i4"}]
-    older = [{"instance_id": "i1", "target": "t", "status": "pass", "signature": None},
-             {"instance_id": "i2", "target": "t", "status": "pass", "signature": None},
-             {"instance_id": "i3", "target": "t", "status": "crash", "signature": "t|convert|op2|Exception"}]
-    s = attribution.classify_against(findings, older, "pkg", "1.0", installed="2.0")
-    assert (s["new"], s["already"], s["not_run"]) == (["F001"], ["F002"], ["F003"])
-    assert s["line"] == "against pkg 1.0: 1 new in 2.0, 1 already in 1.0, 1 not decided"
-    assert findings[0]["against"]["status"] == "new in 2.0" and findings[1]["new_in_release"] is False
-    # by reproducer, under a real layered release
+def test_against_bad_input_exits_2_before_any_test(cache, tmp_path, capsys):
+    """A malformed spec, a package no selected target runs, an unknown version, the installed release: exit 2 with
+    a message, before a test runs or anything is cached half-written."""
+    pytest.importorskip("openvino")
+    import importlib.metadata
+    from dlci.cli import main
+    installed = importlib.metadata.version("openvino")
+    base = ["test", "--ops", "softplus", "--targets", "openvino.pytorch", "--out", str(tmp_path / "out")]
+    cases = [(["--against", "openvino"], "expected PACKAGE==VERSION"),
+             (["--against", "openvino==2026.1.0==2"], "expected PACKAGE==VERSION"),
+             (["--against", "torch==2.5.0"], "no selected target runs torch .openvino.pytorch runs openvino"),
+             (["--index-url", "https://example.invalid/simple"], "--index-url goes with --against")]
+    for extra, message in cases:
+        assert main(base + extra) == 2
+        assert re.search(message, capsys.readouterr().err), extra
+    try:
+        releases.list_releases("openvino")
+    except releases.InfrastructureError as e:  # no package index here
+        pytest.skip(str(e))
+    for spec, message in ((f"openvino=={installed}", "is the installed release"),
+                          ("openvino==1999.0.0", "has no release 1999.0.0")):
+        assert main(base + ["--against", spec]) == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "out" / "results.jsonl").exists()  # no test ran
+    assert not list((cache / "bisect").rglob("*.tmp-*")) if (cache / "bisect").exists() else True
+
+
+def test_against_an_older_openvino_release(tmp_path):
+    """Real workers under a real older OpenVINO (2024.5.0 from PyPI, the layer the exp test below uses): the crash of
+    pow on empty tensors through the ONNX frontend is new in the installed release (2026.x), softplus ignoring beta
+    is already in 2024.5.0; each reproducer run under the older release agrees."""
+    pytest.importorskip("openvino")
+    from dlci import campaign, targets
+    from dlci.bisect.attribution import ReleaseComparison
+    from dlci.sources.selection import gather
+    wanted = ("op_db:pow[]#9 reference", "op_db:nn.functional.softplus[]#2 sample")
+    instances = [i for i in gather(["opinfo"], ["pow", "softplus"], frameworks={"torch"}) if i.origin.test in wanted]
+    assert len(instances) == 2
+    chosen = targets.select("openvino.onnx,openvino.pytorch")
+    try:
+        against = ReleaseComparison.prepare("openvino==2024.5.0", chosen)
+    except releases.InfrastructureError as e:  # no package index here
+        pytest.skip(str(e))
     out = tmp_path / "out"
-    (out / "repro").mkdir(parents=True)
-    (out / "repro" / "F001.py").write_text("import sys\n" + REPRO)
-    (out / "repro" / "F002.py").write_text("import sys\nimport dlci_bisect_demo as d\n"
-                                           "sys.exit(1 if hasattr(d, 'double') else 0)\n")
-    doc = {"findings": [{"id": "F001", "repro": "repro/F001.py"}, {"id": "F002", "repro": "repro/F002.py"}]}
-    env = releases.ReleaseEnvs(python=base_python, index_url=index).get(DEMO, "1.1").env
-    s = attribution.attribute_against(doc, out, DEMO, "1.1", {**env})
-    assert s["new"] == ["F001"] and s["already"] == ["F002"]
+    report = campaign.run(instances, chosen, campaign.RunOptions(out=out, budget=120, reduce=False), against=against)
+    doc = json.loads((out / "findings.json").read_text())
+    by = {(f["target"], f["operator"]): f for f in doc["findings"]}
+    pow_crash = by[("openvino.onnx", "aten::pow")]
+    softplus = by[("openvino.pytorch", "aten::softplus")]
+    assert pow_crash["symptom"] == "RuntimeError" and "_M_range_check" in pow_crash["message"]
+    assert pow_crash["new_in_release"] is True and pow_crash["against"]["status"] == "pass"
+    assert softplus["new_in_release"] is False and softplus["against"]["same_failure"] is True
+    assert pow_crash["against"]["reproducer"]["verdict"] == GOOD  # passes on 2024.5.0
+    assert softplus["against"]["reproducer"]["verdict"] == BAD    # reproduces on 2024.5.0
+    assert "onnxscript==" in pow_crash["against"]["reproducer"]["fresh_venv"]  # torch.onnx.export needs it
+    assert doc["against"]["new"] == [pow_crash["id"]] and doc["against"]["already"] == [softplus["id"]]
+    assert report.counted("new") == 1
+    md = (out / "report.md").read_text()
+    assert "**Release regression:** against openvino 2024.5.0" in md and "### Already in openvino 2024.5.0 (1)" in md
+
+
+def test_comparison_fields_and_the_report():
+    """--against's attribution lands in new_in_release / against (not PR mode's fields), a split finding's new part
+    has its own suffix, and report.md groups the findings by release."""
+    from dlci.findings import NEW_IN_RELEASE_PART, attribution as where, base_signature, counted
+    from dlci.report import render_markdown
+    cmp = attribution.ReleaseComparison("openvino", "2025.4.1", "2026.4.1", ["openvino.onnx"], None,
+                                        None).comparison
+    f = Finding(id="F001", oracle="crash", operator="aten::pow", target="openvino.onnx", target_version="2026.4.1",
+                symptom="RuntimeError", stage="run", signature="s", message="m", instance_id="i", origin={})
+    cmp.mark(f, True, {"status": "pass"})
+    assert f.new_in_pr is None and f.base is None and f.new_in_release is True
+    assert f.against == {"package": "openvino", "version": "2025.4.1", "installed": "2026.4.1", "status": "pass"}
+    assert cmp.suffix == NEW_IN_RELEASE_PART and base_signature("s" + NEW_IN_RELEASE_PART) == "s"
+    old = Finding.from_dict({**f.to_dict(), "id": "F002", "new_in_release": False,
+                             "against": {**f.against, "status": "crash", "same_failure": True}})
+    other = Finding.from_dict({**f.to_dict(), "id": "F003", "target": "tvm.from_onnx", "new_in_release": None,
+                               "against": {"status": "not compared", "note": "tvm.from_onnx does not run openvino"}})
+    assert [where(x) for x in (f, old, other)] == ["new", "on_base", "unattributed"]
+    assert counted([f, old, other], "new") == 2  # not compared counts as new: a regression never hides
+    doc = {"version": 1, "findings": [x.to_dict() for x in (f, old, other)],
+           "stats": {"tests_run": 3, "tests_valid": 3, "seconds": 1.0, "per_target": {}},
+           "against": {"package": "openvino", "version": "2025.4.1", "installed": "2026.4.1",
+                       "line": "against openvino 2025.4.1 (installed 2026.4.1): 1 finding(s) new in 2026.4.1, 1 "
+                               "already in 2025.4.1, 1 not compared", "delta": ["openvino==2025.4.1"]}}
+    md = render_markdown(doc)
+    assert "**Release regression:** against openvino 2025.4.1 (installed 2026.4.1): 1 finding(s) new" in md
+    sections = {title: md.split(f"### {title}", 1)[1].split("###", 1)[0] for title in (
+        "New in openvino 2026.4.1", "Already in openvino 2025.4.1", "Not compared")}
+    assert [("| F001 |" in sections[t], "| F002 |" in sections[t], "| F003 |" in sections[t]) for t in sections] == [
+        (True, False, False), (False, True, False), (False, False, True)]
+    assert "- new in openvino 2026.4.1: **yes** (the same instances pass on openvino 2025.4.1)" in md
+    assert "- new in openvino 2026.4.1: no: the same failure in openvino 2025.4.1" in md
 
 
 # -- commits of a real repository -----------------------------------------------------------------------------------
@@ -441,7 +511,7 @@ def test_scan_hooks_introducing_commit(repo, tmp_path):
     doc = {"findings": [{"id": "F001", "new_in_pr": True, "repro": "repro/F001_x.py", "repro_checked": True,
                          "repro_passes_on_base": True},
                         {"id": "F002", "new_in_pr": False, "repro": "repro/F001_x.py"}]}
-    lines = attribution.introducing_commits(doc, out, r, shas[0], shas[5], Config.parse(
+    lines = attribution.introducing_commits(doc["findings"], out, r, shas[0], shas[5], Config.parse(
         (r / ".dlci.yml").read_text()))
     f = doc["findings"][0]
     assert f["introduced_by"]["commit"] == shas[3] and f["introduced_by"]["candidates"] == [shas[2], shas[3]]
@@ -451,12 +521,54 @@ def test_scan_hooks_introducing_commit(repo, tmp_path):
     assert not attribution.wants(Config.parse("bisect: [none, commits]"), "commits")
 
 
+def test_scan_names_the_commit_that_introduced_a_finding_and_bisects_old_ones(tmp_path):
+    """A real scan of a three-commit PR over TVM's own Python sources (README, the ONNX Elu default alpha broken,
+    docs): the new finding names the middle commit, bisected in worktrees with the .dlci.yml environment; a finding
+    already on base (TVM's ONNX frontend fails on torch.onnx's Elu graphs: a bug of the released TVM) is bisected over
+    apache-tvm releases from PyPI within bisect_budget."""
+    pytest.importorskip("tvm")
+    from dlci import samples
+    from dlci.cli import main
+    from dlci.github import comment
+    repo, base, bug = samples.build("tvm-onnx-elu-default", tmp_path / "repo")
+    _git(repo, "checkout", "-q", "-b", "several-commits", base)
+    (repo / "README.md").write_text("A TVM-shaped repository.\n")
+    (repo / ".dlci.yml").write_text(samples.DLCI_YML + "bisect: [commits, releases]\nbisect_budget: 40\n")
+    _git(repo, "commit", "-qam", "README, bisect config")
+    _git(repo, "cherry-pick", bug)
+    culprit = _git(repo, "rev-parse", "HEAD")
+    (repo / "NOTES.md").write_text("notes\n")
+    _git(repo, "add", "NOTES.md")
+    _git(repo, "commit", "-qm", "notes")
+    out = tmp_path / "out"
+    main(["scan", "--repo", str(repo), "--base", base, "--head", "HEAD", "--out", str(out), "--budget", "120",
+          "--limit-per-op", "4", "--targets", "tvm.from_onnx"])
+    doc = json.loads((out / "findings.json").read_text())
+    # a reproducer the scan's budget left unchecked is checked by the bisection itself (its own budget)
+    new = [f for f in doc["findings"] if f["new_in_pr"] and f["repro_checked"] is not False]
+    old = [f for f in doc["findings"] if f["new_in_pr"] is False and f["repro_checked"] is not False]
+    assert new and old, [(f["id"], f["operator"], f["symptom"], f["new_in_pr"]) for f in doc["findings"]]
+    for f in new:
+        by = f["introduced_by"]
+        assert (by["commit"], by["subject"], by["commits"]) == (culprit, "[Relax][ONNX] Elu: read alpha once", 3), by
+    for f in old:  # the reproducer fails on the installed release: bisected (or narrowed within the budget)
+        assert f["introduced_by"] is None and f["since"]["package"] == "apache-tvm" and f["since"]["first_bad"], f
+    assert doc["pr"]["bisect"]["asked"] == ["commits", "releases"]
+    report = (out / "report.md").read_text()
+    assert f"- introduced by commit: introduced by {culprit[:12]}" in report
+    assert f"- since release: {old[0]['since']['report']}" in report
+    body = comment.render(doc, out)
+    assert f"Introduced by commit introduced by {culprit[:12]} \"[Relax][ONNX] Elu: read alpha once\"" in body
+    # the worktrees of the bisection are gone, the user's checkout untouched
+    assert _git(repo, "worktree", "list").count("\n") == 0 and _git(repo, "status", "--porcelain") == ""
+
+
 def test_scan_hook_since_releases(index, base_python, cache, tmp_path):
     out = tmp_path / "o"
     (out / "repro").mkdir(parents=True)
     (out / "repro" / "F001.py").write_text("import sys\n" + REPRO)
     doc = {"findings": [{"id": "F001", "new_in_pr": False, "repro": "repro/F001.py", "target": "x"}]}
-    attribution.since_releases(doc, out, package_of=lambda f: DEMO, index_url=index, python=base_python)
+    attribution.since_releases(doc["findings"], out, package_of=lambda f: DEMO, index_url=index, python=base_python)
     since = doc["findings"][0]["since"]
     assert since["first_bad"] == "1.3" and since["last_good"] == "1.1" and since["complete"]
 

@@ -100,3 +100,16 @@ def test_merge_shards_dedups_signatures_and_renumbers(tmp_path):
     assert all((tmp_path / "out" / f["repro"]).is_file() for f in merged["findings"])
     assert merged["stats"]["tests_run"] == 20
     assert Path(tmp_path / "out" / merged["findings"][0]["repro"]).name.startswith("F001_")
+
+
+def test_comment_says_since_when_and_keeps_a_commit_subject_inert(tmp_path):
+    new = finding(1)
+    new["introduced_by"] = {"commit": "c" * 40, "report": 'introduced by cccccccccccc "ELU: use `min`<b>"; parent '
+                                                          "aaaaaaaaaaaa good; 2 reproducer runs over 3 commits"}
+    old = finding(2, new=False)
+    old["since"] = {"package": "apache-tvm", "report": "introduced in apache-tvm 0.26.0; 0.25.0 good; 2 installs"}
+    body = comment.render(doc([new, old]), tmp_path)
+    assert ("Introduced by commit introduced by cccccccccccc \"ELU: use 'min'&lt;b>\"; parent aaaaaaaaaaaa good"
+            in body)
+    assert "Since release: introduced in apache-tvm 0.26.0; 0.25.0 good; 2 installs." in body
+    assert body.index("Introduced by commit") < body.index("ALREADY ON BASE") < body.index("Since release")

@@ -1,51 +1,35 @@
-"""Bisection inside ``scan`` and release-regression runs (``dlci test --against``): the functions the commands call.
+"""Bisection inside ``scan``, and release-regression runs (``dlci test --against``).
 
-All take and annotate findings as they are in ``findings.json`` (dicts; ``repro`` relative to the output folder).
+**scan** — :func:`in_scan` runs what ``.dlci.yml`` ``bisect`` asks for, within ``bisect_budget`` seconds, after the
+findings are attributed and their reproducers checked:
 
-**scan, a finding new in a multi-commit PR** — :func:`introducing_commits`::
+- ``commits`` (the default): a finding new in a PR of several commits, whose reproducer failed on head and passed on
+  base, names the commit that introduced it (:func:`introducing_commits`; ``introduced_by``), bisected in worktrees
+  prepared with the same ``.dlci.yml`` environment as head and base;
+- ``releases``: a finding already on base is bisected over the releases of its target's package up to the installed
+  one (:func:`since_releases`; ``since``). The reproducer runs without the checkout's environment, so only a bug of
+  the installed release gets an answer: a reproducer that passes on the installed release (the bug is in the
+  checkout's code) is said so, and not bisected.
 
-    introducing_commits(doc, out, repo, base_sha, head_sha, config, budget_s=None, say=...) -> list[str]
-
-For each finding with ``new_in_pr`` true and a reproducer that failed on head (``repro_checked``) and passed on base
-(``repro_passes_on_base``), when ``base..head`` has at least two commits: the first bad commit, run in worktrees with
-the same .dlci.yml environment. Sets ``f["introduced_by"] = {"commit", "subject", "last_good", "complete", "runs",
-"report"}``. Commits are prepared once for all findings. Returns one report line per finding bisected.
-
-**scan, a finding already on base** (``.dlci.yml`` ``bisect: releases``) — :func:`since_releases`::
-
-    since_releases(doc, out, budget_s=None, say=..., package_of=None, **options) -> list[str]
-
-For each finding with ``new_in_pr`` false and a reproducer: the first bad release of its target's package
-(``package_of(finding)``, default the target's declared package) up to the installed one, run without the
-checkout's environment (the caller passes only findings whose target code is the installed release's);
-``options`` go to :func:`dlci.bisect.releases.bisect_releases` (``index_url``, ``python``, ``timeout``).
-Sets ``f["since"] = {"package", "first_bad", "last_good", "complete", "installs", "cached", "report"}``.
-
-**dlci test --against PACKAGE==VERSION** — :func:`against_environment` checks the spec and returns the environment
-under which the same instances run (``Engine(env=...)``); :func:`classify_against` then attributes each finding
-from the older run's results, by signature, as scan's base attribution does::
-
-    against_environment("openvino==2026.3.1") -> (package, version, env)          # UsageError on bad input
-    classify_against(findings, older_results, package, version) -> summary
-        older_results: [{"instance_id", "target", "status", "signature"}] of the older run (signature None when
-        the test passed); sets f["new_in_release"] (True: new in the installed release, False: already in the
-        older one, None: not run there) and f["against"] = {"package", "version", "status", "same_failure",
-        "instances"}; summary = {"new": [ids], "already": [ids], "not_run": [ids], "line": str}
-
-:func:`attribute_against` is the same classification from each finding's reproducer run under the older release
-(exit 1: already there, 0: new, anything else: not decided), for runs that did not keep the engine's results.
+**dlci test --against PACKAGE==VERSION** — :class:`ReleaseComparison`: the spec is checked and the older release's
+layer built before any test runs (bad input: exit 2); the findings of the targets that run that package are
+attributed as PR mode attributes head against base (:func:`dlci.scan.attribution.attribute`: each finding's
+instances re-run in workers under the older release, each judged on its own, a finding with both kinds split), into
+``new_in_release`` (True: new in the installed release; False: the same failure in the older one; None: not
+compared) and ``against``; then each compared finding's reproducer runs under the older release too.
 """
 from __future__ import annotations
 
 import re
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
-from dlci.bisect.oracle import BAD, GOOD, run_script
-from dlci.bisect.search import BisectInputError
-from dlci.errors import UsageError
+from dlci.bisect.oracle import run_command, run_script
+from dlci.errors import InfrastructureError, UsageError
 
 DEFAULT_BUDGET = 600.0
 _SPEC = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([A-Za-z0-9.+!_-]+)\s*$")
@@ -68,86 +52,134 @@ def _set(f, key, value) -> None:
         setattr(f, key, value)
 
 
-# -- scan: commits ---------------------------------------------------------------------------------------------------
+def target_package(target: str) -> str | None:
+    """The package of a target (an equivalence rule's library for rule.<name>)."""
+    from dlci.targets import registry
+    found = registry().get(target)
+    if found is None and target.startswith("rule."):
+        from dlci.rules import rule_targets
+        try:
+            found = next(iter(rule_targets([target]).values()), None)
+        except KeyError:
+            found = None
+    return getattr(found, "package", None) if found is not None else None
 
-def introducing_commits(doc: dict, out: Path, repo, base: str, head: str, config, budget_s: float | None = None,
-                        say: Callable[[str], None] = lambda s: None) -> list[str]:
-    from dlci.bisect.commits import CommitPool, commit_range, first_bad_commit, runtime_defaults
+
+# -- scan ------------------------------------------------------------------------------------------------------------
+
+def in_scan(findings: list, out: Path, repo, base: str, head: str, config, *, profiles=(), defaults=None,
+            say: Callable[[str], None] = lambda s: None) -> dict | None:
+    """The bisections ``config`` asks for, sharing its ``bisect_budget``; the summary for ``pr["bisect"]`` (None
+    when nothing was asked or there was nothing to bisect)."""
+    budget = (config.bisect_budget if config is not None else None) or DEFAULT_BUDGET
+    t0 = time.monotonic()
+    deadline = t0 + budget
+    lines: list[str] = []
+    asked = [w for w in ("commits", "releases") if wants(config, w)]
+    if "commits" in asked:
+        lines += introducing_commits(findings, out, repo, base, head, config, budget_s=budget, say=say,
+                                     profiles=profiles, defaults=defaults)
+    if "releases" in asked:
+        lines += since_releases(findings, out, budget_s=max(1.0, deadline - time.monotonic()), say=say)
+    if not lines:
+        return None
+    return {"asked": asked, "budget_s": budget, "seconds": round(time.monotonic() - t0, 1), "lines": lines}
+
+
+def introducing_commits(findings: list, out: Path, repo, base: str, head: str, config, budget_s: float | None = None,
+                        say: Callable[[str], None] = lambda s: None, profiles=None, defaults=None) -> list[str]:
+    """Each finding new in the PR whose reproducer was not seen to pass on head nor to fail on base (a run the scan's
+    budget left out is the bisection's first), when ``base..head`` has at least two commits: ``introduced_by`` =
+    {commit, subject, last_good, complete, candidates, commits, runs, report}. Commits are prepared once for all
+    findings. Returns one line per finding."""
+    from dlci.bisect.commits import CommitPool, commit_range, first_bad_commit, profiles_for
     from dlci.diff import GitRepo
-    findings = [f for f in doc.get("findings", []) if f.get("new_in_pr") and f.get("repro")
-                and f.get("repro_checked") and f.get("repro_passes_on_base")]
-    if not findings:
+    from dlci.scan.selection import runtime_defaults
+    chosen = [f for f in findings if _get(f, "new_in_pr") and _get(f, "repro") and _get(f, "repro_checked")
+              is not False and _get(f, "repro_passes_on_base") is not False]
+    if not chosen:
         return []
     commits, _ = commit_range(Path(repo), base, head)
     if len(commits) < 3:  # base and one commit: that commit is the answer, nothing to bisect
         return []
     deadline = time.monotonic() + (budget_s or DEFAULT_BUDGET)
-    repo_obj = GitRepo(repo, base, head)
-    try:
-        pool = CommitPool(repo_obj.path, config, runtime_defaults(repo_obj, config), say=say)
-    finally:
-        repo_obj.close()
+    if profiles is None or defaults is None:
+        repo_obj = GitRepo(repo, base, head)
+        try:
+            found = profiles_for(repo_obj, config)
+        finally:
+            repo_obj.close()
+        profiles = found if profiles is None else profiles
+        defaults = runtime_defaults([p.name for p in found]) if defaults is None else defaults
+    pool = CommitPool(Path(repo), config, defaults, profiles=tuple(profiles), say=say)
     lines = []
     try:
-        for f in findings:
+        for f in chosen:
             left = deadline - time.monotonic()
             if left <= 0:
                 _set(f, "introduced_by", {"complete": False, "report": "not bisected: bisect budget spent"})
+                lines.append(f"{_get(f, 'id')}: not bisected over the PR's commits: bisect budget spent")
                 continue
-            res = first_bad_commit(repo, base, head, Path(out) / f["repro"], config, known_good=True,
-                                   known_bad=True, pool=pool, budget_s=left, log_dir=Path(out) / "logs" / "bisect",
-                                   say=say)
+            try:
+                res = first_bad_commit(repo, base, head, Path(out) / _get(f, "repro"), config,
+                                       known_good=bool(_get(f, "repro_passes_on_base")),
+                                       known_bad=bool(_get(f, "repro_checked")), pool=pool, budget_s=left,
+                                       log_dir=Path(out) / "logs" / "bisect", say=say)
+            except UsageError as e:  # its reproducer passes on head, or cannot run on base: said, the others go on
+                _set(f, "introduced_by", {"complete": False, "report": f"not bisected: {e}"})
+                lines.append(f"{_get(f, 'id')}: not bisected over the PR's commits: {e}")
+                say(lines[-1])
+                continue
             r = res.result
-            line = f"{f['id']}: {res.report_line()}"
-            f["introduced_by"] = {"commit": r.first_new, "subject": res.subjects.get(r.first_new, ""),
-                                  "last_good": r.last_old, "complete": r.complete,
-                                  "candidates": r.skipped_between + [r.first_new] if r.skipped_between else None,
-                                  "runs": r.runs(), "report": res.report_line()}
-            lines.append(line)
-            say(line)
+            _set(f, "introduced_by", {
+                "commit": r.first_new, "subject": res.subjects.get(r.first_new, ""), "last_good": r.last_old,
+                "complete": r.complete, "candidates": r.skipped_between + [r.first_new] if r.skipped_between else None,
+                "commits": len(commits) - 1, "runs": r.runs(), "report": res.report_line()})
+            lines.append(f"{_get(f, 'id')}: {res.report_line()}")
+            say(lines[-1])
     finally:
         pool.close()
     return lines
 
 
-# -- scan: releases --------------------------------------------------------------------------------------------------
-
-def _target_package(f) -> str | None:
-    from dlci.targets import TARGETS
-    t = TARGETS.get(_get(f, "target", ""))
-    return getattr(t, "package", None) if t is not None else None
-
-
-def since_releases(doc: dict, out: Path, budget_s: float | None = None, say: Callable[[str], None] = lambda s: None,
-                   package_of: Callable | None = None, **options) -> list[str]:
+def since_releases(findings: list, out: Path, budget_s: float | None = None,
+                   say: Callable[[str], None] = lambda s: None, package_of: Callable | None = None,
+                   **options) -> list[str]:
+    """Each finding already on base with a reproducer that failed alone: the first bad release of its target's
+    package (``package_of(finding)``, default :func:`target_package`) up to the installed one, run without the
+    checkout's environment. ``options`` go to :func:`dlci.bisect.releases.bisect_releases` (``index_url``,
+    ``python``, ``timeout``). Sets ``since`` = {package, first_bad, last_good, complete, installs, cached, report}.
+    Returns one line per finding."""
     from dlci.bisect.releases import bisect_releases
-    from dlci.errors import InfrastructureError
     deadline = time.monotonic() + (budget_s or DEFAULT_BUDGET)
     lines = []
-    for f in doc.get("findings", []):
-        if f.get("new_in_pr") is not False or not f.get("repro"):
+    for f in findings:
+        if _get(f, "new_in_pr") is not False or not _get(f, "repro") or _get(f, "repro_checked") is False:
             continue
-        package = (package_of or _target_package)(f)
+        package = (package_of or (lambda x: target_package(_get(x, "target", ""))))(f)
         if not package:
             continue
         left = deadline - time.monotonic()
         if left <= 0:
-            f["since"] = {"package": package, "complete": False, "report": "not bisected: bisect budget spent"}
+            _set(f, "since", {"package": package, "complete": False, "report": "not bisected: bisect budget spent"})
+            lines.append(f"{_get(f, 'id')}: not bisected over {package} releases: bisect budget spent")
             continue
         try:
-            res = bisect_releases(Path(out) / f["repro"], package, budget_s=left, log_dir=Path(out) / "logs" /
-                                  "bisect", say=say, **options)
+            res = bisect_releases(Path(out) / _get(f, "repro"), package, budget_s=left,
+                                  log_dir=Path(out) / "logs" / "bisect", say=say, **options)
         except (UsageError, InfrastructureError) as e:
-            # a reproducer that does not fail on the installed release, an index that cannot be reached: said, and
-            # the scan goes on
-            f["since"] = {"package": package, "complete": False, "report": f"not bisected: {e}"}
-            lines.append(f"{f['id']}: not bisected over {package} releases: {e}")
+            # a reproducer that passes on the installed release (the bug is the checkout's), an index that cannot be
+            # reached: said, and the scan goes on
+            _set(f, "since", {"package": package, "complete": False, "report": f"not bisected: {e}"})
+            lines.append(f"{_get(f, 'id')}: not bisected over {package} releases: {e}")
+            say(lines[-1])
             continue
         r = res.result
-        f["since"] = {"package": package, "first_bad": r.first_new, "last_good": r.last_old, "complete": r.complete,
-                      "installs": res.envs.installs + res.envs.cached, "cached": res.envs.cached,
-                      "report": res.report_line()}
-        lines.append(f"{f['id']}: {res.report_line()}")
+        _set(f, "since", {"package": package, "first_bad": r.first_new, "last_good": r.last_old,
+                          "complete": r.complete, "skipped_between": r.skipped_between, "runs": r.runs(),
+                          "installs": res.envs.installs + res.envs.cached, "cached": res.envs.cached,
+                          "report": res.report_line()})
+        lines.append(f"{_get(f, 'id')}: {res.report_line()}")
         say(lines[-1])
     return lines
 
@@ -161,79 +193,110 @@ def parse_against(spec: str) -> tuple[str, str]:
     return m.group(1), m.group(2)
 
 
-def against_environment(spec: str, index_url: str | None = None, python: str | None = None,
-                        say: Callable[[str], None] = lambda s: None) -> tuple[str, str, dict]:
-    """(package, version, env overrides) for ``spec``; UsageError for an unknown package or version, for the
-    installed release itself, or for a release that does not install or import here."""
-    from dlci.bisect.releases import CandidateSkip, ReleaseEnvs, _same_version, list_releases
-    package, version = parse_against(spec)
-    envs = ReleaseEnvs(python=python or sys.executable, index_url=index_url, say=say)
-    releases = list_releases(package, index_url, python=envs.python)
-    if not any(_same_version(v, version) for v in releases):
-        raise BisectInputError(f"--against {spec}: {package} has no release {version} installable here "
-                               f"(newest: {', '.join(releases[-6:])})")
-    if _same_version(envs.base_version(package), version):
-        raise UsageError(f"--against {spec}: that is the installed release; name another one")
-    try:
-        env = envs.get(package, version)
-    except CandidateSkip as e:
-        raise UsageError(f"--against {spec}: {e}") from None
-    return package, version, env.env
+@dataclass
+class ReleaseComparison:
+    """The installed release of ``package`` against ``version``, for the findings of ``targets``."""
+    package: str
+    version: str
+    installed: str
+    targets: list[str]
+    envs: object          # dlci.bisect.releases.ReleaseEnvs
+    layer: object         # dlci.bisect.releases.ReleaseEnv of the older release
+    prepare_seconds: float = 0.0
+
+    @classmethod
+    def prepare(cls, spec: str, targets: dict, index_url: str | None = None,
+                say: Callable[[str], None] = lambda s: None) -> "ReleaseComparison":
+        """Check ``spec`` against the selected ``targets`` and build (or take from the cache) the older release's
+        layer. Bad input raises UsageError (exit 2): a malformed spec, a package no selected target runs, one that
+        is not installed, an unknown version, the installed release itself, a release that does not install or
+        import here. An unreachable index: InfrastructureError (exit 3)."""
+        from dlci.bisect.releases import CandidateSkip, ReleaseEnvs, _same_version, canonical, list_releases
+        from dlci.bisect.search import BisectInputError
+        t0 = time.monotonic()
+        package, version = parse_against(spec)
+        packages = {name: target_package(name) for name in targets}
+        mine = [name for name, p in packages.items() if p and canonical(p) == canonical(package)]
+        if not mine:
+            runs = ", ".join(f"{n} runs {p or '?'}" for n, p in packages.items())
+            raise UsageError(f"--against {spec}: no selected target runs {package} ({runs})")
+        envs = ReleaseEnvs(python=sys.executable, index_url=index_url, say=say)
+        installed = envs.base_version(package)
+        if installed is None:
+            raise UsageError(f"--against {spec}: {package} is not installed here; nothing to compare with")
+        releases = list_releases(package, index_url, python=envs.python)
+        if not any(_same_version(v, version) for v in releases):
+            raise BisectInputError(f"--against {spec}: {package} has no release {version} installable here "
+                                   f"(newest: {', '.join(releases[-6:])})")
+        if _same_version(installed, version):
+            raise UsageError(f"--against {spec}: {version} is the installed release; name an older one")
+        try:
+            layer = envs.get(package, version)
+        except CandidateSkip as e:
+            raise UsageError(f"--against {spec}: {e}") from None
+        say(f"against {package} {version}: {layer.describe()}")
+        return cls(package, version, installed, mine, envs, layer, time.monotonic() - t0)
+
+    @property
+    def comparison(self):
+        from dlci.bisect.releases import canonical
+        from dlci.findings import NEW_IN_RELEASE_PART
+        from dlci.scan.attribution import Comparison
+        return Comparison(new_field="new_in_release", info_field="against", suffix=NEW_IN_RELEASE_PART,
+                          log=f"against-{canonical(self.package)}-{self.version}",
+                          info={"package": self.package, "version": self.version, "installed": self.installed})
+
+    def classify(self, findings: list, campaign, options, deadline: float) -> list:
+        """Attribute the findings of the compared targets against the older release (the others: not compared);
+        the new ones first."""
+        from dlci.findings import is_new
+        from dlci.scan.attribution import attribute
+        compared = [f for f in findings if f.target in self.targets]
+        for f in findings:
+            if f.target not in self.targets:
+                f.new_in_release = None
+                f.against = {"package": self.package, "version": self.version, "status": "not compared",
+                             "note": f"{f.target} does not run {self.package}"}
+        options.progress(f"re-running {len(compared)} finding(s) under {self.package} {self.version}")
+        out = attribute(compared, campaign, options, self.layer.env, deadline, head_env={}, compare=self.comparison)
+        out += [f for f in findings if f.target not in self.targets]
+        out.sort(key=lambda f: not is_new(f))
+        return out
+
+    def check_reproducers(self, findings: list, out: Path, workers: int = 2, until: float | None = None) -> None:
+        """Run each compared finding's reproducer under the older release: ``against["reproducer"]`` = {verdict
+        (good: passes there, bad: reproduces there, skip: neither, with its reason), exit_code, command, fresh_venv}."""
+        from dlci.bisect.releases import _fresh_venv_command
+
+        def check(f) -> None:
+            limit = 600.0 if until is None else min(600.0, until - time.monotonic())
+            if limit < 10 or not f.repro or f.repro_checked is False or f.new_in_release is None:
+                return
+            script = (Path(out) / f.repro).resolve()
+            v = run_script(script, self.layer.env, self.version, timeout=limit, trace_imports=True,
+                           log=script.with_suffix(f".{self.package}-{self.version}.log"))
+            f.against["reproducer"] = {
+                "verdict": v.verdict, "exit_code": v.exit_code, "reason": v.reason,
+                "command": run_command({"PYTHONPATH": str(self.layer.path)}, script),
+                "fresh_venv": _fresh_venv_command(self.envs, script, self.package, self.version, self.layer.delta,
+                                                  v.modules)}
+
+        with ThreadPoolExecutor(max(1, workers)) as pool:
+            list(pool.map(check, findings))
+
+    def summary(self, findings: list) -> dict:
+        new = [f.id for f in findings if f.new_in_release is True]
+        already = [f.id for f in findings if f.new_in_release is False]
+        undecided = [f.id for f in findings if f.new_in_release is None]
+        line = (f"against {self.package} {self.version} (installed {self.installed}): {len(new)} finding(s) new in "
+                f"{self.installed}, {len(already)} already in {self.version}"
+                + (f", {len(undecided)} not compared" if undecided else ""))
+        return {"package": self.package, "version": self.version, "installed": self.installed,
+                "targets": self.targets, "new": new, "already": already, "not_compared": undecided, "line": line,
+                "layer": str(self.layer.path), "delta": self.layer.delta,
+                "layer_from_cache": self.layer.cached, "prepare_seconds": round(self.prepare_seconds, 1),
+                "install_command": self.layer.install_command}
 
 
-def _summary(findings, package: str, version: str, installed: str | None) -> dict:
-    new = [_get(f, "id") for f in findings if _get(f, "new_in_release") is True]
-    already = [_get(f, "id") for f in findings if _get(f, "new_in_release") is False]
-    not_run = [_get(f, "id") for f in findings if _get(f, "new_in_release") is None]
-    line = (f"against {package} {version}: {len(new)} new in {installed or 'the installed release'}, "
-            f"{len(already)} already in {version}" + (f", {len(not_run)} not decided" if not_run else ""))
-    return {"package": package, "version": version, "installed": installed, "new": new, "already": already,
-            "not_run": not_run, "line": line}
-
-
-def classify_against(findings: list, older_results: Iterable[dict], package: str, version: str,
-                     installed: str | None = None) -> dict:
-    by_key: dict[tuple, list[dict]] = {}
-    for r in older_results:
-        by_key.setdefault((r.get("instance_id"), r.get("target")), []).append(r)
-    for f in findings:
-        target = _get(f, "target")
-        ids = list(dict.fromkeys([_get(f, "instance_id")] + list(_get(f, "instances", []) or [])))
-        ran = [r for iid in ids for r in by_key.get((iid, target), [])]
-        same = [r for r in ran if r.get("signature") and r.get("signature") == _get(f, "signature")]
-        if not ran:
-            status, new = "not run", None
-        else:
-            new = not same
-            status = f"new in {installed or 'the installed release'}" if new else f"already in {version}"
-        _set(f, "new_in_release", new)
-        _set(f, "against", {"package": package, "version": version, "status": status, "same_failure": bool(same),
-                            "instances": sorted({r.get("instance_id") for r in ran})})
-    return _summary(findings, package, version, installed)
-
-
-def attribute_against(doc: dict, out: Path, package: str, version: str, env: dict, timeout: float = 600,
-                      say: Callable[[str], None] = lambda s: None) -> dict:
-    """Classify ``doc``'s findings by running each reproducer under ``env`` (from :func:`against_environment`)."""
-    import importlib.metadata
-    try:
-        installed = importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        installed = None
-    findings = doc.get("findings", [])
-    for f in findings:
-        if not f.get("repro"):
-            f["new_in_release"] = None
-            f["against"] = {"package": package, "version": version, "status": "not run", "note": "no reproducer"}
-            continue
-        v = run_script(Path(out) / f["repro"], env, version, timeout=timeout,
-                       log=(Path(out) / f["repro"]).with_suffix(f".{package}-{version}.log"))
-        f["new_in_release"] = {BAD: False, GOOD: True}.get(v.verdict)
-        status = {BAD: f"already in {version}", GOOD: f"new in {installed or 'the installed release'}"}.get(
-            v.verdict, f"not decided: {v.reason}")
-        f["against"] = {"package": package, "version": version, "status": status, "same_failure": v.verdict == BAD,
-                        "exit_code": v.exit_code, "reason": v.reason}
-        say(f"{f['id']} ({f.get('operator')} on {f.get('target')}): {status}")
-    summary = _summary(findings, package, version, installed)
-    doc["against"] = summary
-    return summary
+__all__ = ["DEFAULT_BUDGET", "ReleaseComparison", "in_scan", "introducing_commits", "parse_against",
+           "since_releases", "target_package", "wants"]

@@ -41,16 +41,15 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
                           stdin=subprocess.DEVNULL)
 
 
-def runtime_defaults(repo, config: Config) -> tuple[tuple[str, ...], dict]:
-    """python_path and env of the profiles that recognise the repository (or those .dlci.yml names)."""
+def profiles_for(repo, config: Config) -> list:
+    """The profiles that recognise the repository (or those .dlci.yml names)."""
     from dlci.profiles import FALLBACK, PROFILES, registry
     registry()
     names = config.profiles or [n for n in PROFILES if n != FALLBACK and PROFILES[n].detect(repo)]
     unknown = [n for n in names if n not in PROFILES]
     if unknown:
         raise BisectInputError(f"{config.source}: unknown profile {unknown[0]!r}; known: {', '.join(sorted(PROFILES))}")
-    from dlci.scan.selection import runtime_defaults as defaults_of
-    return defaults_of(names)
+    return [PROFILES[n] for n in names]
 
 
 def commit_range(repo_path: Path, good: str, bad: str) -> tuple[list[str], dict[str, str]]:
@@ -80,10 +79,11 @@ def commit_range(repo_path: Path, good: str, bad: str) -> tuple[list[str], dict[
 
 @dataclass
 class CommitPool:
-    """Prepared checkouts of commits (worktree + install), kept until :meth:`close`."""
+    """Prepared checkouts of commits (worktree, what the profiles need, install), kept until :meth:`close`."""
     repo: Path
     config: Config
     defaults: tuple
+    profiles: tuple = ()
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="dlci-bisect-")))
     say: Callable[[str], None] = lambda s: None
     _ready: dict = field(default_factory=dict)
@@ -95,7 +95,7 @@ class CommitPool:
         if sha not in self._ready:
             co = Checkout.create(self.repo, sha, self.workdir, sha[:12])
             try:
-                co.prepare(self.config)
+                co.prepare(self.config, self.profiles)
                 self._ready[sha] = (co, co.env(self.config, *self.defaults), None)
             except CheckoutError as e:
                 self._ready[sha] = (co, None, str(e).splitlines()[0][:400])
@@ -161,12 +161,13 @@ def first_bad_commit(repo: str | Path, good: str, bad: str, reproducer: str | Pa
         commits, subjects = commit_range(repo_obj.path, old, new)
         if config is None:
             config = Config.parse(repo_obj.text(CONFIG_FILE, "head"), f"{CONFIG_FILE} at {commits[-1][:12]}")
-        defaults = runtime_defaults(repo_obj, config) if pool is None else None
+        profiles = profiles_for(repo_obj, config) if pool is None else None
     finally:
         repo_obj.close()
     own_pool = pool is None
     if own_pool:
-        pool = CommitPool(repo_obj.path, config, defaults, say=say)
+        from dlci.scan.selection import runtime_defaults as defaults_of
+        pool = CommitPool(repo_obj.path, config, defaults_of([p.name for p in profiles]), tuple(profiles), say=say)
     known = {commits[0]: known_good if mode == REGRESSION else known_bad,
              commits[-1]: known_bad if mode == REGRESSION else known_good}
     states = {commits[0]: GOOD if mode == REGRESSION else BAD, commits[-1]: BAD if mode == REGRESSION else GOOD}
@@ -196,4 +197,4 @@ def first_bad_commit(repo: str | Path, good: str, bad: str, reproducer: str | Pa
     return CommitBisection(repo_obj.path, script, result, subjects, pool.prepared, time.monotonic() - t0)
 
 
-__all__ = ["first_bad_commit", "commit_range", "CommitPool", "CommitBisection", "runtime_defaults", "FIXED"]
+__all__ = ["first_bad_commit", "commit_range", "CommitPool", "CommitBisection", "profiles_for", "FIXED"]

@@ -39,6 +39,7 @@ class Verdict:
     commands: list[str] = field(default_factory=list)  # shell commands that reproduce this verdict by hand
     detail: dict = field(default_factory=dict)          # installs, environment, ...
     ran: bool = False                                    # the reproducer ran (not skipped before, not known)
+    modules: list[str] | None = None                     # top-level modules the run imported (trace_imports)
 
     def to_dict(self) -> dict:
         return {"candidate": self.candidate, "verdict": self.verdict, "reason": self.reason,
@@ -81,24 +82,42 @@ def classify(returncode: int, stdout: str, stderr: str, marker: bool) -> tuple[s
     return SKIP, f"exit {returncode}: {_last_line(stderr) or _last_line(stdout)}"
 
 
+def _imports(stderr: str) -> tuple[str, list[str]]:
+    """stderr without ``-X importtime``'s lines, and the top-level modules those lines name."""
+    kept, modules = [], set()
+    for line in stderr.splitlines(keepends=True):
+        if line.startswith("import time:"):
+            name = line.rsplit("|", 1)[-1].strip()
+            if name and name != "imported package":
+                modules.add(name.split(".")[0])
+        else:
+            kept.append(line)
+    return "".join(kept), sorted(modules)
+
+
 def run_script(script: Path, env: dict | None, candidate: str, python: str | None = None,
-               timeout: float = 600, log: Path | None = None) -> Verdict:
-    """Run ``script`` alone (from its own folder, secrets scrubbed) with ``env`` merged over this environment."""
+               timeout: float = 600, log: Path | None = None, trace_imports: bool = False) -> Verdict:
+    """Run ``script`` alone (from its own folder, secrets scrubbed) with ``env`` merged over this environment.
+    ``trace_imports``: note every module the run imported (``Verdict.modules``; python -X importtime, whose lines
+    are taken out of stderr), so that a fresh venv can be given everything the script needed, optional companions
+    it reaches only through another package included (onnxscript under torch.onnx.export)."""
     from dlci.findings.repro import scrubbed_env
     script = Path(script).resolve()
     python = python or sys.executable
     t0 = time.monotonic()
     try:
-        proc = subprocess.run([python, str(script)], capture_output=True, text=True, timeout=timeout,
-                              cwd=str(script.parent), env=scrubbed_env(env), stdin=subprocess.DEVNULL)
+        proc = subprocess.run([python] + (["-X", "importtime"] if trace_imports else []) + [str(script)],
+                              capture_output=True, text=True, timeout=timeout, cwd=str(script.parent),
+                              env=scrubbed_env(env), stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return Verdict(candidate, SKIP, f"timed out after {timeout:.0f} s", None, time.monotonic() - t0, ran=True)
-    verdict, reason = classify(proc.returncode, proc.stdout, proc.stderr, is_dlci_reproducer(script))
+    stderr, modules = _imports(proc.stderr) if trace_imports else (proc.stderr, None)
+    verdict, reason = classify(proc.returncode, proc.stdout, stderr, is_dlci_reproducer(script))
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-20000:]}\n--- stderr\n"
-                       f"{proc.stderr[-20000:]}", encoding="utf-8")
-    return Verdict(candidate, verdict, reason, proc.returncode, time.monotonic() - t0, ran=True)
+                       f"{stderr[-20000:]}", encoding="utf-8")
+    return Verdict(candidate, verdict, reason, proc.returncode, time.monotonic() - t0, ran=True, modules=modules)
 
 
 def run_command(env: dict | None, script: Path, python: str | None = None) -> str:

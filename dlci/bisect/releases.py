@@ -14,12 +14,11 @@ temporary folder, checked (V imports and reports its version from the layer), th
 never holds a half-written environment. Deterministic failures (nothing to install for this Python, unresolvable
 requirements, does not import) are cached as ``<name>-<version>.failed.json`` so that a warm run skips them
 without asking pip again. Layers live under ``$DLCI_CACHE_DIR/bisect/envs/<key>/`` where key hashes the base
-environment (interpreter, platform, every installed distribution and version) and the index: a changed base gets
-new layers.
+environment (Python version, platform, every installed distribution and version) and the index: a changed base
+gets new layers.
 
-:func:`release_environment` is the contract for running dlci's own sandboxed workers under another release
-(``dlci test --against``): the returned dict is merged over the worker environment
-(``Engine(env=release_environment("openvino", "2026.3.1"))``).
+``dlci test --against`` runs dlci's own sandboxed workers under an older release the same way: the layer's ``env``
+merged over the worker environment (:class:`dlci.bisect.attribution.ReleaseComparison`).
 """
 from __future__ import annotations
 
@@ -164,7 +163,9 @@ class ReleaseEnvs:
     def dir(self) -> Path:
         if self.root is None:
             info = self.info
-            key = json.dumps([info["implementation"], info["python"], info["platform"], info["executable"],
+            # not the interpreter's path: venv/bin/python and venv/bin/python3.11 (a console script's) are one
+            # environment, and two venvs with the same distributions resolve every release the same way
+            key = json.dumps([info["implementation"], info["python"], info["platform"],
                               sorted(info["dists"].items()), self.index_url], sort_keys=True)
             self.root = cache_root() / "envs" / hashlib.sha256(key.encode()).hexdigest()[:16]
         return self.root
@@ -331,15 +332,6 @@ def _pip_line(python: str, args: list[str], index_url: str | None) -> str:
     return shlex.join(cmd + args + (["--index-url", index_url] if index_url else []))
 
 
-def release_environment(package: str, version: str, python: str | None = None, index_url: str | None = None,
-                        say: Callable[[str], None] = lambda s: None) -> dict:
-    """Environment overrides that make ``python`` (default: this interpreter) run ``package==version`` instead of
-    the installed release, sharing every unchanged dependency; {} when that release is the installed one. The
-    layer is built (or taken from the cache) first. Raises :class:`CandidateSkip` when the release does not
-    install or import here, InfrastructureError when the index cannot be reached."""
-    return ReleaseEnvs(python=python or sys.executable, index_url=index_url, say=say).get(package, version).env
-
-
 # -- the whole bisection over releases ------------------------------------------------------------------------------
 
 def script_imports(script: Path) -> list[str]:
@@ -357,12 +349,14 @@ def script_imports(script: Path) -> list[str]:
     return list(dict.fromkeys(mods))
 
 
-def _fresh_venv_command(envs: ReleaseEnvs, script: Path, package: str, version: str, delta: list[str]) -> str:
-    """The same verdict by hand: a new venv with the release and the script's other imports at the versions used."""
+def _fresh_venv_command(envs: ReleaseEnvs, script: Path, package: str, version: str, delta: list[str],
+                        imported: list[str] | None = None) -> str:
+    """The same verdict by hand: a new venv with the release and the distributions of what the run imported
+    (``imported``; else the script's own imports) at the versions used."""
     pins = {canonical(d.split("==")[0]): d for d in delta}
     pins.setdefault(canonical(package), f"{package}=={version}")
     modules = envs.info.get("modules", {})
-    for mod in script_imports(script):
+    for mod in imported if imported is not None else script_imports(script):
         for dist in modules.get(mod, []):
             c = canonical(dist)
             if c not in pins and c in envs.info["dists"]:
@@ -386,6 +380,8 @@ class ReleaseBisection:
         stats = self.envs.summary()
         if r.first_new is None:
             return f"{pkg}: nothing decided ({r.note}); {stats}"
+        if r.last_old is None and not r.complete:  # the budget ran out before an older release was tested
+            return f"{r.states[1]} in {pkg} {r.first_new}, not narrowed further ({r.note}); {stats}"
         if r.mode == REGRESSION:
             if r.last_old is None:
                 return f"bad in every {pkg} release tested ({r.note}); {stats}"
@@ -466,14 +462,14 @@ def bisect_releases(script: Path, package: str, *, good: str | None = None, bad:
         except CandidateSkip as e:
             return Verdict(version, SKIP, str(e), None, detail={"environment": "not installable"})
         log = log_dir / f"{canonical(package)}-{version}.log" if log_dir else None
-        v = run_script(script, env.env, version, python, timeout, log)
+        v = run_script(script, env.env, version, python, timeout, log, trace_imports=True)
         if env.path is not None:
             v.commands = [env.install_command, run_command({"PYTHONPATH": str(env.path)}, script, python)]
         else:
             v.commands = [run_command({}, script, python)]
         v.detail = {"environment": "base" if env.path is None else ("cached" if env.cached else "installed"),
                     "delta": env.delta, "install_seconds": round(env.seconds, 1),
-                    "fresh_venv": _fresh_venv_command(envs, script, package, version, env.delta)}
+                    "fresh_venv": _fresh_venv_command(envs, script, package, version, env.delta, v.modules)}
         return v
 
     result = bisect(candidates, test, mode, pinned_old=pinned_old, pinned_new=pinned_new, budget_s=budget_s,

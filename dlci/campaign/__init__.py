@@ -17,10 +17,12 @@ from dlci.instance import Instance
 from dlci.report.document import Report
 
 
-def run(instances: Sequence[Instance], targets: dict, options: RunOptions, *, route: stages.Route | None = None
-        ) -> Report:
+def run(instances: Sequence[Instance], targets: dict, options: RunOptions, *, route: stages.Route | None = None,
+        against=None) -> Report:
     """Run a campaign and write its report into ``options.out``. ``route``: the targets each instance goes to
-    (default: every target that accepts its framework)."""
+    (default: every target that accepts its framework). ``against``: a
+    :class:`dlci.bisect.attribution.ReleaseComparison` that attributes the findings to the installed release or an
+    older one (``dlci test --against``)."""
     out = options.out
     (out / "repro").mkdir(parents=True, exist_ok=True)
     clock = Clock(options.budget or 0.0)
@@ -31,15 +33,33 @@ def run(instances: Sequence[Instance], targets: dict, options: RunOptions, *, ro
         with stages.open_engine(options, campaign.targets) as engine:
             stages.execute(campaign, tests, engine, options, until=clock.tests_until, hard_until=clock.hard)
             findings = stages.collect(campaign)
-            if options.reduce and not campaign.interrupted:
+            if options.reduce and not campaign.interrupted and against is None:
                 stages.reduce(findings, campaign, engine, options, until=clock.post(0.6),
                               hard_until=clock.hard)
+        if against is not None:
+            return _against(against, campaign, findings, options, clock)
         return publish(campaign, findings, options, until=clock.post(0.9), hard_until=clock.hard)
     except BaseException:
         # an internal error must not lose what was gathered: write the partial report, then fail loudly
         campaign.interrupted = True
         stages.report(campaign, findings or stages.collect(campaign)).write(out)
         raise
+
+
+def _against(against, campaign: Campaign, findings: list, options: RunOptions, clock: Clock) -> Report:
+    """Release attribution (its workers under the older release; the test workers are gone by then), reduction
+    of what the installed release broke first, the reproducers, each compared one run under the older release too."""
+    if findings and not campaign.interrupted:
+        findings = against.classify(findings, campaign, options, deadline=clock.post(0.35))
+        if options.reduce:
+            with stages.open_engine(options, campaign.targets) as engine:
+                stages.reduce(findings, campaign, engine, options, until=clock.post(0.6), hard_until=clock.hard)
+    report = publish(campaign, findings, options, until=clock.post(0.85), hard_until=clock.hard)
+    if options.check_repros and not campaign.interrupted:
+        against.check_reproducers(report.findings, options.out, options.workers, until=clock.hard)
+    report.extra["against"] = against.summary(report.findings)
+    report.write(options.out)
+    return report
 
 
 def publish(campaign: Campaign, findings: list, options: RunOptions, *, env: dict | None = None,

@@ -53,17 +53,8 @@ def _from_finding(from_dir: str, finding_id: str) -> tuple[Path, str | None]:
                          f"(ids: {', '.join(x.id for x in findings) or 'none'})")
     if not f.repro:
         raise UsageError(f"--id {finding_id}: the finding has no reproducer (it did not reproduce alone)")
-    return Path(from_dir) / f.repro, _target_package(f.target)
-
-
-def _target_package(target: str) -> str | None:
-    """The package of a target (an equivalence rule's library for rule.<name>)."""
-    from dlci.targets import registry
-    found = registry().get(target)
-    if found is None and target.startswith("rule."):
-        from dlci.rules import rule_targets
-        found = next(iter(rule_targets([target]).values()), None)
-    return found.package if found is not None else None
+    from dlci.bisect.attribution import target_package
+    return Path(from_dir) / f.repro, target_package(f.target)
 
 
 def run(args) -> int:

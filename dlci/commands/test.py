@@ -17,6 +17,11 @@ def add_arguments(parser) -> None:
                                                          "reduced to the operators it needs")
     parser.add_argument("--inputs", help="with --model: input values as .npz keyed by graph input name")
     parser.add_argument("--seed", type=int, default=0, help="with --model: seed of the drawn input values")
+    parser.add_argument("--against", metavar="PACKAGE==VERSION",
+                        help="also run each finding's instances under this older release of a target's package (a "
+                             "cached layer over this environment): each finding is new in the installed release or "
+                             "already in that one")
+    parser.add_argument("--index-url", help="with --against: the package index (default: pip's configuration)")
     RUN.add_to(parser)
 
 
@@ -25,7 +30,13 @@ def run(args) -> int:
     from dlci.sources.model_file import model_instance
     from dlci.sources.selection import gather
     options = RUN.parse(args)
+    if args.index_url and not args.against:
+        raise UsageError("--index-url goes with --against")
     chosen = targets.select(args.targets)
+    against = None
+    if args.against:  # bad input ends the run before any test, and the older release's layer is ready
+        from dlci.bisect.attribution import ReleaseComparison
+        against = ReleaseComparison.prepare(args.against, chosen, index_url=args.index_url, say=say)
     frameworks = {f for t in chosen.values() for f in t.frameworks}
     names = options.sources or list(sources.DEFAULT_SOURCES)
     instances = [model_instance(path, args.inputs, args.seed) for path in args.model or []]
@@ -37,7 +48,10 @@ def run(args) -> int:
                          "(see `dlci sources --verbose`)")
     say(f"{len(instances)} instances of {len({i.op for i in instances})} operators; targets: {', '.join(chosen)}; "
         f"budget {options.budget:.0f} s; output {options.out}")
-    return exit_code(campaign.run(instances, chosen, options), options)
+    report = campaign.run(instances, chosen, options, against=against)
+    if against is not None:
+        say(report.extra["against"]["line"])
+    return exit_code(report, options)
 
 
 def _existing(paths: list[str]) -> list[str]:

@@ -58,11 +58,15 @@ def signature(outcome: Outcome, modules: tuple[str, ...] = ()) -> str:
 
 
 NEW_PART = "|new in PR"  # suffix of the part of a finding that base attribution found new (dlci.scan.attribution)
+NEW_IN_RELEASE_PART = "|new in release"  # the same, of release attribution (dlci test --against)
 
 
 def base_signature(signature: str) -> str:
     """The dedup signature without the suffix base attribution adds to a split finding's new part."""
-    return signature[:-len(NEW_PART)] if signature.endswith(NEW_PART) else signature
+    for suffix in (NEW_PART, NEW_IN_RELEASE_PART):
+        if signature.endswith(suffix):
+            return signature[:-len(suffix)]
+    return signature
 
 
 @dataclass
@@ -91,6 +95,10 @@ class Finding:
     repro: str = ""  # path relative to the output dir
     repro_checked: bool | None = None  # the reproducer exited 1 when run alone
     repro_passes_on_base: bool | None = None  # PR mode: the reproducer exits 0 against the base revision
+    introduced_by: dict | None = None  # PR mode, several commits: the first bad commit (dlci.bisect.attribution)
+    since: dict | None = None  # PR mode, already on base, `bisect: releases`: the first bad release of its package
+    new_in_release: bool | None = None  # dlci test --against: new in the installed release (False: in the older)
+    against: dict | None = None  # dlci test --against: what the same instances did under the older release
     reduction: dict | None = None  # how the reproducer's instance was shrunk (sizes before/after, what matters)
     test_style: str = ""             # the target repo's test style the second reproducer is written in
     test_style_repro: str = ""       # that test, relative to the output dir (pastes into their suite)
@@ -116,11 +124,15 @@ def _field(finding, name: str):
 
 
 def attribution(finding) -> str:
-    """known (matched a known issue) | new (new in the PR) | on_base (already on the base revision) | unattributed
-    (no PR, or the base re-run did not complete). Takes a Finding or its dict."""
+    """known (matched a known issue) | new (new in the PR, or in the installed release of a ``--against`` run) |
+    on_base (already on the base revision, or in the older release) | unattributed (no comparison, or its re-run
+    did not complete). Takes a Finding or its dict."""
     if _field(finding, "known"):
         return "known"
-    return {True: "new", False: "on_base"}.get(_field(finding, "new_in_pr"), "unattributed")
+    new = _field(finding, "new_in_pr")
+    if new is None:
+        new = _field(finding, "new_in_release")
+    return {True: "new", False: "on_base"}.get(new, "unattributed")
 
 
 def is_new(finding) -> bool:

@@ -42,6 +42,17 @@ def _base_note(f: dict) -> str | None:
     return None
 
 
+def _bisect_note(f: dict) -> str | None:
+    """Since when (dlci.bisect.attribution): the PR's commit, or the release, that introduced the finding."""
+    said = []
+    if (f.get("introduced_by") or {}).get("report"):
+        said.append(f"Introduced by commit {f['introduced_by']['report']}.")
+    if (f.get("since") or {}).get("report"):
+        said.append(f"Since release: {f['since']['report']}.")
+    # a commit subject is the PR author's text: it must not close a code span or open markup
+    return " ".join(said).replace("`", "'").replace("<", "&lt;")[:600] or None
+
+
 def verdict_line(doc: dict) -> str:
     findings = [f for f in doc["findings"] if attribution(f) != "known"]
     new = sum(1 for f in findings if attribution(f) == "new")
@@ -70,7 +81,7 @@ def render(doc: dict, out_dir: Path, *, details_url: str | None = None, version:
         if f.get("repro") and (Path(out_dir) / f["repro"]).is_file():
             text = (Path(out_dir) / f["repro"]).read_text(encoding="utf-8", errors="replace")
         findings.append({**f, "selected_by": _selected_by(f, touched), "base_note": _base_note(f),
-                         "full_repro": text})
+                         "bisect_note": _bisect_note(f), "full_repro": text})
     skipped = []
     for target, counts in (stats.get("per_target") or {}).items():
         if counts.get("unsupported"):

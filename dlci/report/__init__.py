@@ -35,8 +35,44 @@ _GROUPS = (("new", "New in this PR"), ("on_base", "Already on the base revision"
            ("unattributed", "Not attributed"))
 
 
-def _findings_table(findings: list, pr: bool) -> list[str]:
-    """One table of findings; in PR mode one per attribution, new ones first, so none hides among old ones."""
+def _release_groups(against: dict) -> tuple:
+    return (("new", f"New in {against['package']} {against['installed']}"),
+            ("on_base", f"Already in {against['package']} {against['version']}"), ("known", "Known issues"),
+            ("unattributed", "Not compared"))
+
+
+def _new_in_release(f: dict) -> str:
+    a = f.get("against") or {}
+    if f.get("new_in_release") is None:
+        return f"not compared ({a.get('note') or a.get('status') or 'no re-run'})"
+    older = f"{a.get('package')} {a.get('version')}"
+    if not f["new_in_release"]:
+        text = f"no: the same failure in {older}"
+    elif a.get("status") == "pass":
+        text = f"**yes** (the same instances pass on {older})"
+    else:
+        text = f"**yes** (on {older} the same instances fail otherwise: {a.get('status')}" + (
+            f", {a['symptom']})" if a.get("symptom") else ")")
+    rep = a.get("reproducer")
+    if rep:
+        said = {"good": "passes", "bad": "reproduces"}.get(rep["verdict"], f"neither ({rep.get('reason')})")
+        text += f"; its reproducer under {a.get('version')}: {said} (`{rep['command']}`)"
+    return text
+
+
+def _bisected(f: dict) -> list[str]:
+    """Since when: the PR's commit that introduced the finding, the release that did (dlci.bisect.attribution)."""
+    lines = []
+    if f.get("introduced_by"):
+        lines.append(f"- introduced by commit: {f['introduced_by']['report']}")
+    if f.get("since"):
+        lines.append(f"- since release: {f['since']['report']}")
+    return lines
+
+
+def _findings_table(findings: list, pr: bool, groups: tuple = _GROUPS) -> list[str]:
+    """One table of findings; in PR mode (and against an older release) one per attribution, new ones first, so none
+    hides among old ones."""
     header = ["| id | oracle | operator | target | stage | symptom | instances | reproducer |",
               "|---|---|---|---|---|---|---|---|"]
 
@@ -46,7 +82,7 @@ def _findings_table(findings: list, pr: bool) -> list[str]:
     if not pr:
         return header + [row(f) for f in findings] + [""]
     lines = []
-    for key, title in _GROUPS:
+    for key, title in groups:
         group = [f for f in findings if attribution(f) == key]
         if group:
             lines += [f"### {title} ({len(group)})", "", *header, *(row(f) for f in group), ""]
@@ -72,6 +108,13 @@ def _pr_section(pr: dict, findings: list) -> list[str]:
                          f"{', '.join(t['targets']) or '-'} |")
         if len(touched) > 100:
             lines.append(f"| … {len(touched) - 100} more in ops.json | | | | |")
+        lines.append("")
+    bisect = pr.get("bisect") or {}
+    if bisect.get("lines") or bisect.get("error"):
+        lines += [f"Bisection (`.dlci.yml` bisect: {', '.join(bisect.get('asked') or ['commits'])}; "
+                  f"{bisect.get('seconds', 0):.0f} s of {bisect.get('budget_s', 0):.0f} s):", ""]
+        lines += [f"- {line}" for line in bisect.get("lines") or []]
+        lines += [f"- failed: {bisect['error']}"] if bisect.get("error") else []
         lines.append("")
     cov = pr.get("coverage") or {}
     if cov.get("changed_statements"):
@@ -117,8 +160,14 @@ def render_markdown(doc: dict) -> str:
              f"{st.get('instances', '?')} instances, in {st['seconds']:.0f} s.", ""]
     if doc.get("pr"):
         lines += _pr_section(doc["pr"], doc["findings"])
+    against = doc.get("against")
+    if against:
+        lines += [f"**Release regression:** {against['line']}. Each finding's instances ran again under "
+                  f"{against['package']} {against['version']} (a layer over this environment: "
+                  f"{', '.join(against['delta'])}).", ""]
     if doc["findings"]:
-        lines += _findings_table(doc["findings"], bool(doc.get("pr")))
+        lines += _findings_table(doc["findings"], bool(doc.get("pr") or against),
+                                 _release_groups(against) if against else _GROUPS)
         for f in doc["findings"]:
             known = f" — known issue {f['known'].get('link') or f['known'].get('note')}" if f.get("known") else ""
             lines += [f"## {f['id']}: {f['target']} — {f['symptom']} on `{f['operator']}`{known}", "",
@@ -134,7 +183,9 @@ def render_markdown(doc: dict) -> str:
                             if f['reduction'].get('params_that_matter') else "")]
                         if (f.get("reduction") or {}).get("changed") and f["reduction"].get("confirmed") else []),
                       *([f"- the same failure also shows through: {', '.join(f['also_in'])}"] if f.get("also_in") else []),
-                      f"- new in PR: {_new_in_pr(f)}",
+                      *([f"- new in {against['package']} {against['installed']}: {_new_in_release(f)}"]
+                        if against else [f"- new in PR: {_new_in_pr(f)}"]),
+                      *_bisected(f),
                       f"- reproducer: `{f['repro']}` (run it alone: exits 1 while the bug reproduces)", "",
                       "<details><summary>message</summary>", "", "```", f["message"][:1500], "```", "", "</details>",
                       ""]

@@ -158,6 +158,11 @@ def scan(req: ScanRequest) -> Report:
             if options.check_repros and base_env is not None:
                 attribution.check_on_base([f for f in report.findings if is_new(f)], options, base_env,
                                           until=clock.hard)
+            if report.findings and not campaign.interrupted:
+                report.write(out)  # the scan's results are safe before bisection (its own budget) starts
+                bisected = _bisect(report.findings, repo, config, profiles_here, defaults, out, say)
+                if bisected:
+                    pr["bisect"] = bisected
         except BaseException:
             # budget, cancellation or an internal error: what was gathered is written before anything else
             campaign.interrupted = True
@@ -172,6 +177,19 @@ def scan(req: ScanRequest) -> Report:
         for c in checkouts.values():
             c.remove()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _bisect(findings: list, repo, config: Config, profiles_here: list, defaults: tuple, out: Path, say) -> dict | None:
+    """Since when (.dlci.yml ``bisect``): the commit of the PR that introduced each new finding, the release that
+    introduced each one already on base. A bisection that cannot run is said; it never costs the scan its report."""
+    from dlci.bisect.attribution import in_scan
+    from dlci.errors import InfrastructureError, UsageError
+    try:
+        return in_scan(findings, out, repo.path, repo.base, repo.head, config, profiles=profiles_here,
+                       defaults=defaults, say=say)
+    except (UsageError, InfrastructureError) as e:
+        say(f"bisection failed: {e}")
+        return {"error": str(e)}
 
 
 def _targets(analysis, config: Config, req: ScanRequest, pr: dict) -> tuple[dict, dict[str, set[str]]]:

@@ -1,7 +1,12 @@
-"""Base attribution in PR mode: is a confirmed finding new in the PR, or already on the base revision?"""
+"""Base attribution in PR mode: is a confirmed finding new in the PR, or already on the base revision?
+
+The same per-instance attribution compares the installed release of a package with an older one
+(``dlci test --against``, :mod:`dlci.bisect.attribution`): :class:`Comparison` says where a finding keeps the answer.
+"""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dlci import findings as F
@@ -15,6 +20,23 @@ BASE_RERUNS = 8  # instances of one finding re-run on the base revision, each at
 SUPPORT_PROBES = 4  # instances per (target, operator) said unsupported on head that are tried on base
 HEAD_AGAIN = 2  # head re-runs of a wrong result whose numbers differ on base (are they stable at all?)
 SUPPORT_GROUPS = 40  # (target, operator) pairs probed at most
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What the same instances are re-run on, and where a finding keeps the answer."""
+    new_field: str = "new_in_pr"   # True: new where the tests ran; False: the same failure on the other side
+    info_field: str = "base"       # what the same instances did on the other side
+    suffix: str = F.NEW_PART       # signature suffix of the new part of a split finding
+    log: str = "base"              # the re-runs' worker logs: logs/<log>/
+    info: dict = field(default_factory=dict)  # said in every info dict (the package and release compared with)
+
+    def mark(self, finding: Finding, new: bool | None, info: dict) -> None:
+        setattr(finding, self.new_field, new)
+        setattr(finding, self.info_field, {**self.info, **info})
+
+
+BASE = Comparison()  # PR mode: the base revision
 
 
 def _run(jobs: list[Job], campaign: Campaign, options: RunOptions, env: dict, log: str,
@@ -35,11 +57,11 @@ def _job(prefix: str, campaign: Campaign, iid: str, target: str) -> Job:
 
 
 def attribute(findings: list[Finding], campaign: Campaign, options: RunOptions, base_env: dict,
-              deadline: float, head_env: dict | None = None) -> list[Finding]:
-    """Re-run each finding's instances on the base revision, each judged on its own: an instance that fails the same
-    way there (same signature and, for wrong results, the very same wrong numbers) is old; one that passes, or fails
-    otherwise, is new. A finding with both is split in two, so a new failure is never hidden in an old one. Returns
-    the findings, split ones included."""
+              deadline: float, head_env: dict | None = None, compare: Comparison = BASE) -> list[Finding]:
+    """Re-run each finding's instances on the base revision (``compare``: or another side, e.g. an older release),
+    each judged on its own: an instance that fails the same way there (same signature and, for wrong results, the
+    very same wrong numbers) is old; one that passes, or fails otherwise, is new. A finding with both is split in two,
+    so a new failure is never hidden in an old one. Returns the findings, split ones included."""
     per_finding = []
     for f in findings:
         spread = campaign.spread(f.instances)
@@ -48,13 +70,13 @@ def attribute(findings: list[Finding], campaign: Campaign, options: RunOptions, 
         per_finding.append([_job(f"base{f.id}", campaign, iid, f.target) for iid in ids[:BASE_RERUNS]])
     # round robin: every finding's representative first, so a deadline leaves as few findings unattributed as it can
     jobs = [js[k] for k in range(BASE_RERUNS) for js in per_finding if k < len(js)]
-    results = _run(jobs, campaign, options, base_env, "base", deadline)
+    results = _run(jobs, campaign, options, base_env, compare.log, deadline)
     unsteady = _unsteady_values(findings, jobs, results, campaign, options, head_env, deadline)
     out = []
     for f in findings:
         base = {j.instance_id: results[j.id] for j in jobs if j.id.startswith(f"base{f.id}:") and j.id in results}
         if not base:
-            f.new_in_pr, f.base = None, {"status": "not run", "note": "base re-run did not complete"}
+            compare.mark(f, None, {"status": "not run", "note": f"{compare.log} re-run did not complete"})
             out.append(f)
             continue
         head = {o.instance_id: o for o in campaign.failures.get(f.signature, [])}
@@ -64,10 +86,10 @@ def attribute(findings: list[Finding], campaign: Campaign, options: RunOptions, 
         new = [i for i in base if i not in old]
         unattributed = [i for i in f.instances if i not in base]
         if old and new:  # one signature, two stories: report them apart
-            out += [_part(f, old + unattributed, False, base, campaign),
-                    _part(f, new, True, base, campaign, suffix=F.NEW_PART)]
+            out += [_part(f, old + unattributed, False, base, campaign, compare),
+                    _part(f, new, True, base, campaign, compare, suffix=compare.suffix)]
         else:
-            out.append(_part(f, f.instances, bool(new), base, campaign))
+            out.append(_part(f, f.instances, bool(new), base, campaign, compare))
     return out
 
 
@@ -109,14 +131,13 @@ def _never_worked(base: Outcome, f: Finding) -> bool:
 
 
 def _part(f: Finding, instances: list[str], new: bool, base: dict[str, Outcome], campaign: Campaign,
-          suffix: str = "") -> Finding:
+          compare: Comparison = BASE, suffix: str = "") -> Finding:
     """The finding restricted to ``instances``, attributed new or old; represented by the instance that fails on
     head and passes on base when new (its reproducer then fails on head and passes on base)."""
     part = Finding.from_dict(f.to_dict())
     part.signature = f.signature + suffix
     part.instances = sorted(instances)
     part.operators = sorted({campaign.instances[i].op for i in instances if i in campaign.instances})
-    part.new_in_pr = new
     mine = {i: o for i, o in base.items() if i in instances}
     passing = [i for i, o in mine.items() if o.status == "pass"]
     spread = campaign.spread(instances)
@@ -132,9 +153,9 @@ def _part(f: Finding, instances: list[str], new: bool, base: dict[str, Outcome],
         if head is not None:
             part.message, part.distance, part.traceback = head.message[:2000], head.distance, head.traceback[-4000:]
     o = mine.get(part.instance_id) or next(iter(mine.values()), None)
-    part.base = {"status": o.status if o else "not run", "symptom": o.symptom if o else "",
-                 "stage": o.stage if o else None, "same_failure": not new,
-                 "instances": sorted(mine), "not_run": sorted(set(instances) - set(mine))}
+    compare.mark(part, new, {"status": o.status if o else "not run", "symptom": o.symptom if o else "",
+                             "stage": o.stage if o else None, "same_failure": not new,
+                             "instances": sorted(mine), "not_run": sorted(set(instances) - set(mine))})
     return part
 
 
