@@ -67,7 +67,7 @@ def target_package(target: str) -> str | None:
 
 # -- scan ------------------------------------------------------------------------------------------------------------
 
-def in_scan(findings: list, out: Path, repo, base: str, head: str, config, *, profiles=(), defaults=None,
+def in_scan(findings: list, out: Path, repo, base: str, head: str, config, *, profiles=None, defaults=None,
             say: Callable[[str], None] = lambda s: None) -> dict | None:
     """The bisections ``config`` asks for, sharing its ``bisect_budget``; the summary for ``pr["bisect"]`` (None
     when nothing was asked or there was nothing to bisect)."""
@@ -80,7 +80,7 @@ def in_scan(findings: list, out: Path, repo, base: str, head: str, config, *, pr
         lines += introducing_commits(findings, out, repo, base, head, config, budget_s=budget, say=say,
                                      profiles=profiles, defaults=defaults)
     if "releases" in asked:
-        lines += since_releases(findings, out, budget_s=max(1.0, deadline - time.monotonic()), say=say)
+        lines += since_releases(findings, out, budget_s=deadline - time.monotonic(), say=say)
     if not lines:
         return None
     return {"asked": asked, "budget_s": budget, "seconds": round(time.monotonic() - t0, 1), "lines": lines}
@@ -102,7 +102,7 @@ def introducing_commits(findings: list, out: Path, repo, base: str, head: str, c
     commits, _ = commit_range(Path(repo), base, head)
     if len(commits) < 3:  # base and one commit: that commit is the answer, nothing to bisect
         return []
-    deadline = time.monotonic() + (budget_s or DEFAULT_BUDGET)
+    deadline = time.monotonic() + (DEFAULT_BUDGET if budget_s is None else budget_s)
     if profiles is None or defaults is None:
         repo_obj = GitRepo(repo, base, head)
         try:
@@ -151,7 +151,7 @@ def since_releases(findings: list, out: Path, budget_s: float | None = None,
     ``python``, ``timeout``). Sets ``since`` = {package, first_bad, last_good, complete, installs, cached, report}.
     Returns one line per finding."""
     from dlci.bisect.releases import bisect_releases
-    deadline = time.monotonic() + (budget_s or DEFAULT_BUDGET)
+    deadline = time.monotonic() + (DEFAULT_BUDGET if budget_s is None else budget_s)
     lines = []
     for f in findings:
         if _get(f, "new_in_pr") is not False or not _get(f, "repro") or _get(f, "repro_checked") is False:
@@ -249,6 +249,7 @@ class ReleaseComparison:
     def classify(self, findings: list, campaign, options, deadline: float) -> list:
         """Attribute the findings of the compared targets against the older release (the others: not compared);
         the new ones first."""
+        from dlci.exec import WorkerStartError
         from dlci.findings import is_new
         from dlci.scan.attribution import attribute
         compared = [f for f in findings if f.target in self.targets]
@@ -258,7 +259,14 @@ class ReleaseComparison:
                 f.against = {"package": self.package, "version": self.version, "status": "not compared",
                              "note": f"{f.target} does not run {self.package}"}
         options.progress(f"re-running {len(compared)} finding(s) under {self.package} {self.version}")
-        out = attribute(compared, campaign, options, self.layer.env, deadline, head_env={}, compare=self.comparison)
+        try:
+            out = attribute(compared, campaign, options, self.layer.env, deadline, head_env={},
+                            compare=self.comparison)
+        except WorkerStartError as e:  # dlci's workers cannot live under that release: said, nothing is lost
+            for f in compared:
+                self.comparison.mark(f, None, {"status": "not compared", "note": f"no worker started under "
+                                               f"{self.package} {self.version}: {e}"})
+            out = compared
         out += [f for f in findings if f.target not in self.targets]
         out.sort(key=lambda f: not is_new(f))
         return out

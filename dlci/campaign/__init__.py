@@ -50,11 +50,12 @@ def _against(against, campaign: Campaign, findings: list, options: RunOptions, c
     """Release attribution (its workers under the older release; the test workers are gone by then), reduction
     of what the installed release broke first, the reproducers, each compared one run under the older release too."""
     if findings and not campaign.interrupted:
-        findings = against.classify(findings, campaign, options, deadline=clock.post(0.35))
+        findings = against.classify(findings, campaign, options, deadline=clock.post(0.3))
         if options.reduce:
             with stages.open_engine(options, campaign.targets) as engine:
-                stages.reduce(findings, campaign, engine, options, until=clock.post(0.6), hard_until=clock.hard)
-    report = publish(campaign, findings, options, until=clock.post(0.85), hard_until=clock.hard)
+                stages.reduce(findings, campaign, engine, options, until=clock.post(0.5), hard_until=clock.hard)
+    # the reproducers run twice, on the installed release then on the older one: each gets its share
+    report = publish(campaign, findings, options, until=clock.post(0.75), hard_until=clock.post(0.85))
     if options.check_repros and not campaign.interrupted:
         against.check_reproducers(report.findings, options.out, options.workers, until=clock.hard)
     report.extra["against"] = against.summary(report.findings)
