@@ -54,8 +54,9 @@ def _against(against, campaign: Campaign, findings: list, options: RunOptions, c
         if options.reduce:
             with stages.open_engine(options, campaign.targets) as engine:
                 stages.reduce(findings, campaign, engine, options, until=clock.post(0.5), hard_until=clock.hard)
-    # the reproducers run twice, on the installed release then on the older one: each gets its share
-    report = publish(campaign, findings, options, until=clock.post(0.75), hard_until=clock.post(0.85))
+    # the reproducers run twice, on the installed release then on the older one: each gets its share (no check
+    # in the repository's test style starts after 0.6 of the window: the older release's verdicts come first)
+    report = publish(campaign, findings, options, until=clock.post(0.6), hard_until=clock.post(0.8))
     if options.check_repros and not campaign.interrupted:
         against.check_reproducers(report.findings, options.out, options.workers, until=clock.hard)
     report.extra["against"] = against.summary(report.findings)
