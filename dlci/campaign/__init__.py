@@ -50,13 +50,14 @@ def _against(against, campaign: Campaign, findings: list, options: RunOptions, c
     """Release attribution (its workers under the older release; the test workers are gone by then), reduction
     of what the installed release broke first, the reproducers, each compared one run under the older release too."""
     if findings and not campaign.interrupted:
-        findings = against.classify(findings, campaign, options, deadline=clock.post(0.3))
+        findings = against.classify(findings, campaign, options, deadline=clock.post(0.25))
         if options.reduce:
             with stages.open_engine(options, campaign.targets) as engine:
-                stages.reduce(findings, campaign, engine, options, until=clock.post(0.5), hard_until=clock.hard)
+                stages.reduce(findings, campaign, engine, options, until=clock.post(0.45), hard_until=clock.hard)
     # the reproducers run twice, on the installed release then on the older one: each gets its share (no check
-    # in the repository's test style starts after 0.6 of the window: the older release's verdicts come first)
-    report = publish(campaign, findings, options, until=clock.post(0.6), hard_until=clock.post(0.8))
+    # starts after 0.7 of the window, none runs past 0.85: the older release's verdicts come before more
+    # test-style checks)
+    report = publish(campaign, findings, options, until=clock.post(0.7), hard_until=clock.post(0.85))
     if options.check_repros and not campaign.interrupted:
         against.check_reproducers(report.findings, options.out, options.workers, until=clock.hard)
     report.extra["against"] = against.summary(report.findings)
