@@ -1,5 +1,6 @@
 """Tiny job functions run inside dlci.exec workers by tests/test_exec.py (imported as tests.exec_jobs)."""
 import ctypes
+import json
 import os
 import sys
 import time
@@ -135,3 +136,16 @@ def fork_shared(mb, seconds, stage_hook=None):
     time.sleep(seconds)
     os.waitpid(pid, 0)
     return _ok("shared", message=str(len(block) >> 20))
+
+
+def poisoned(stage_hook=None):
+    """What a device target reports after a sticky CUDA error: a crash whose worker must not run another test."""
+    stage_hook("run")
+    return Outcome("p", "op", "target", status="crash", stage="run", symptom="CUDA error: illegal memory access",
+                   message=str(os.getpid()), retire_worker="CUDA error: illegal memory access").to_dict()
+
+
+def env_values(names, stage_hook=None):
+    """The worker's values of these environment variables, and its pid."""
+    stage_hook("run")
+    return _ok(message=str(os.getpid()), log=json.dumps({n: os.environ.get(n) for n in names}))

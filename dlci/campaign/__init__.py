@@ -17,14 +17,15 @@ from dlci.instance import Instance
 from dlci.report.document import Report
 
 
-def run(instances: Sequence[Instance], targets: dict, options: RunOptions, *, route: stages.Route | None = None
-        ) -> Report:
+def run(instances: Sequence[Instance], targets: dict, options: RunOptions, *, route: stages.Route | None = None,
+        not_on_runner: dict[str, str] | None = None) -> Report:
     """Run a campaign and write its report into ``options.out``. ``route``: the targets each instance goes to
-    (default: every target that accepts its framework)."""
+    (default: every target that accepts its framework); ``not_on_runner``: device targets named that cannot run
+    here, with the reason (reported, never failures)."""
     out = options.out
     (out / "repro").mkdir(parents=True, exist_ok=True)
     clock = Clock(options.budget or 0.0)
-    campaign = Campaign({i.id: i for i in instances}, dict(targets))
+    campaign = Campaign({i.id: i for i in instances}, dict(targets), not_on_runner=dict(not_on_runner or {}))
     tests = stages.plan(instances, campaign.targets, route=route)
     findings: list = []
     try:
@@ -40,6 +41,15 @@ def run(instances: Sequence[Instance], targets: dict, options: RunOptions, *, ro
         campaign.interrupted = True
         stages.report(campaign, findings or stages.collect(campaign)).write(out)
         raise
+
+
+def nothing_here(not_on_runner: dict[str, str], options: RunOptions) -> Report:
+    """The report of a run whose every target is a device target absent from this runner: nothing ran, nothing
+    failed (exit 0), and the report says which targets and why."""
+    (options.out / "repro").mkdir(parents=True, exist_ok=True)
+    report = stages.report(Campaign({}, {}, not_on_runner=dict(not_on_runner)), [])
+    report.write(options.out)
+    return report
 
 
 def publish(campaign: Campaign, findings: list, options: RunOptions, *, env: dict | None = None,
@@ -58,4 +68,5 @@ def publish(campaign: Campaign, findings: list, options: RunOptions, *, env: dic
     return report
 
 
-__all__ = ["Campaign", "Clock", "FAIL_ON", "Report", "Route", "RunOptions", "Test", "publish", "run", "stages"]
+__all__ = ["Campaign", "Clock", "FAIL_ON", "Report", "Route", "RunOptions", "Test", "nothing_here", "publish", "run",
+           "stages"]

@@ -53,8 +53,13 @@ def plan(instances: Sequence[Instance], targets: dict, *, order: Callable[[Seque
 def open_engine(options: RunOptions, targets: dict, *, env: dict | None = None, log_dir: Path | None = None) -> Engine:
     """The sandboxed workers a campaign runs in (``env``: the revision's environment in PR mode)."""
     warm = sorted({m for t in targets.values() for m in t.warm_imports})
+    gpus, gpu_memory = [], None
+    probes = {t.probe for t in targets.values() if getattr(t, "probe", None)}
+    if probes:  # device targets: the workers share the runner's GPUs and their memory (dlci.devices)
+        from dlci.devices import worker_gpus
+        gpus, gpu_memory = worker_gpus(probes)
     return Engine(workers=options.workers, timeout=options.timeout, memory_mb=options.memory_mb, warm_imports=warm,
-                  env=env, log_dir=str(log_dir or options.out / "logs"))
+                  env=env, log_dir=str(log_dir or options.out / "logs"), gpus=gpus, gpu_memory_mb=gpu_memory)
 
 
 class Steered:

@@ -25,7 +25,12 @@ def run(args) -> int:
     from dlci.sources.model_file import model_instance
     from dlci.sources.selection import gather
     options = RUN.parse(args)
-    chosen = targets.select(args.targets)
+    absent: dict[str, str] = {}
+    chosen = targets.select(args.targets, absent)
+    if absent:
+        say(targets.not_on_runner_note(absent))
+    if not chosen:  # only device targets were named, and their devices are not here: nothing to test, no failure
+        return exit_code(campaign.nothing_here(absent, options), options)
     frameworks = {f for t in chosen.values() for f in t.frameworks}
     names = options.sources or list(sources.DEFAULT_SOURCES)
     instances = [model_instance(path, args.inputs, args.seed) for path in args.model or []]
@@ -37,7 +42,7 @@ def run(args) -> int:
                          "(see `dlci sources --verbose`)")
     say(f"{len(instances)} instances of {len({i.op for i in instances})} operators; targets: {', '.join(chosen)}; "
         f"budget {options.budget:.0f} s; output {options.out}")
-    return exit_code(campaign.run(instances, chosen, options), options)
+    return exit_code(campaign.run(instances, chosen, options, not_on_runner=absent), options)
 
 
 def _existing(paths: list[str]) -> list[str]:
