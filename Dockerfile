@@ -20,7 +20,8 @@ FROM ${BASE_IMAGE}
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
 ARG TORCH_VERSION=2.13.0
 # onnxruntime (CPU) or onnxruntime-gpu (the CUDA execution provider, same version as the pin; it replaces the
-# onnxruntime module, so it is installed instead of, never beside, the CPU package)
+# onnxruntime module, so it is installed instead of, never beside, the CPU package). The GPU variant also gets
+# cuda-bindings for torch's CUDA major version: TVM compiles its CUDA kernels with NVRTC through it.
 ARG ONNXRUNTIME=onnxruntime
 # 1: harvest the test sources at build time into the image (~3 minutes once, saved on every run).
 ARG DLCI_PREWARM=1
@@ -52,9 +53,11 @@ RUN pip install --no-cache-dir --no-deps --index-url "${TORCH_INDEX}" "torch==${
     && if [ "$(uname -m)" != x86_64 ]; then extras=torch,onnx,tvm,openvino,github; fi \
     && pip install --no-cache-dir -c /dlci/constraints.txt "/dlci[${extras}]" \
     && if [ "${ONNXRUNTIME}" != onnxruntime ]; then \
-         ort="$(grep -E '^onnxruntime==' /dlci/constraints.txt | cut -d= -f3)" \
+         ort="$(sed -n 's/^onnxruntime==//p' /dlci/constraints.txt)" \
+         && cuda="$(python -c "import torch; print((torch.version.cuda or '0').split('.')[0])")" \
          && pip uninstall -y onnxruntime \
-         && pip install --no-cache-dir --no-deps "${ONNXRUNTIME}==${ort}"; fi \
+         && pip install --no-cache-dir --no-deps "${ONNXRUNTIME}==${ort}" \
+         && pip install --no-cache-dir "cuda-bindings==${cuda}.*"; fi \
     && pip uninstall -y dlci \
     && rm -rf /dlci/dlci
 

@@ -78,14 +78,16 @@ def plan(touches, runners: dict[str, list[str]], wanted: set[str] | None = None)
     each shard says why it exists; what no configured runner kind can run is listed, never silently dropped."""
     from dlci.targets import registry
     reg = registry()
-    work: dict[tuple[str, str], list[str]] = {}
+    # (kind, target) -> reason -> the operators it holds for (one line per changed place, not per operator)
+    work: dict[tuple[str, str], dict[tuple, list[str]]] = {}
     unrouted: dict[str, list[str]] = {}
     for touch in touches:
         names = touch.targets or (tuple(n for n, t in reg.items() if not t.on_accelerator)
                                   if touch.profile == "generic" else ())
-        where = f"{touch.operator} at {touch.file}:{touch.line}: {touch.why}"
+        where = (touch.file, touch.line, touch.why)
         if not names:
-            unrouted.setdefault("no dlci target runs this code", []).append(where)
+            unrouted.setdefault("no dlci target runs this code", []).append(
+                f"{touch.operator} at {touch.file}:{touch.line}: {touch.why}")
         for name in names:
             if name not in reg or (wanted is not None and name not in wanted):
                 continue
@@ -94,9 +96,11 @@ def plan(touches, runners: dict[str, list[str]], wanted: set[str] | None = None)
                 kinds = [k for k in runners if kind_role(k) == role]
                 if not kinds:
                     unrouted.setdefault(f"no {ROLE_NAMES[role]} runner kind in runner-labels", []).append(
-                        f"{name}: {where}")
+                        f"{name}: {touch.operator} at {touch.file}:{touch.line}: {touch.why}")
                 for kind in kinds:
-                    work.setdefault((kind, name), []).append(f"{because}; {where}")
+                    ops = work.setdefault((kind, name), {}).setdefault((because, *where), [])
+                    if touch.operator not in ops:
+                        ops.append(touch.operator)
     shards = []
     for kind, labels in runners.items():
         names = sorted({n for k, n in work if k == kind})
@@ -104,7 +108,8 @@ def plan(touches, runners: dict[str, list[str]], wanted: set[str] | None = None)
             continue
         groups = [names] if kind_role(kind) == "gpu" else [[n] for n in names]
         for group in groups:
-            why = [w for n in group for w in dict.fromkeys(work[(kind, n)])]
+            why = list(dict.fromkeys(f"{because}; {', '.join(ops)} at {file}:{line}: {reason}" for n in group
+                                     for (because, file, line, reason), ops in work[(kind, n)].items()))
             shards.append({"shard": f"{kind}-{'+'.join(group)}", "kind": kind, "runner": labels,
                            "targets": ",".join(group), "why": why[:5] + ([f"... and {len(why) - 5} more"]
                                                                          if len(why) > 5 else [])})

@@ -65,6 +65,10 @@ BACKENDS = (
     Backend("tvm", ("src/runtime/vulkan/*",), "tvm:runtime.vulkan", "TVM's Vulkan runtime"),
     Backend("tvm", ("src/target/llvm/*", "python/tvm/relax/backend/cpu_generic/*"), "tvm:codegen.llvm",
             "TVM's LLVM CPU code generation"),
+    # TIR passes that only GPU code takes (thread/warp lowering, the default GPU schedule), before the shared ones
+    Backend("tvm", ("src/tir/*gpu*", "src/tir/*warp*", "src/tir/*thread_allreduce*", "src/tir/*thread_sync*",
+                    "src/s_tir/*gpu*", "src/s_tir/*warp*", "src/s_tir/*thread_allreduce*"), "tvm:tir.gpu",
+            "TVM's GPU-only TIR lowering"),
     Backend("tvm", ("src/tir/*", "src/s_tir/*", "src/arith/*", "src/relax/transform/*", "src/relax/backend/vm/*"),
             "tvm:tir", "TVM's TIR/Relax lowering, shared by every target"),
     # OpenVINO: device plugins
@@ -72,8 +76,9 @@ BACKENDS = (
     Backend("openvino", ("src/plugins/intel_cpu/*",), "openvino:cpu", "OpenVINO's CPU plugin", by_kind=ONNX_BY_KIND),
     # PyTorch inductor: its two code generators (the lowerings and templates' registrations: the pytorch profile)
     Backend("pytorch", ("torch/_inductor/codegen/triton*", "torch/_inductor/codegen/cuda/*",
-                        "torch/_inductor/codegen/cuda_combined_scheduling.py", "torch/_inductor/runtime/triton*",
-                        "torch/_inductor/codegen/simd*", "torch/_inductor/kernel/*_template*"),
+                        "torch/_inductor/codegen/cutlass/*", "torch/_inductor/codegen/cuda_combined_scheduling.py",
+                        "torch/_inductor/codegen/cpp_wrapper_gpu.py", "torch/_inductor/runtime/triton*",
+                        "torch/_inductor/codegen/simd*"),
             "pytorch:inductor.triton", "inductor's Triton (GPU) code generation", "aten", ATEN_COMMON),
     Backend("pytorch", ("torch/_inductor/codegen/cpp*", "torch/_inductor/codegen/cpu_device_op_overrides.py",
                         "torch/_inductor/cpp_builder.py", "torch/_inductor/codecache.py"),

@@ -53,8 +53,8 @@ class TVMFromExportedProgram(_TVM):
     name = "tvm.from_exported_program"
     frameworks = ("torch",)
     form = "exported_program"
-    reaches = ("tvm:frontend.exported_program", "tvm:relax", "tvm:topi", "tvm:tir", "tvm:codegen.llvm", "pytorch:eager",
-               "pytorch:export", "pytorch:decompositions")
+    reaches = ("tvm:frontend.exported_program", "tvm:relax", "tvm:topi", "tvm:tir", "tvm:codegen.llvm",
+               "pytorch:eager", "pytorch:export", "pytorch:decompositions")
 
     def convert(self, ep: Any, inputs: Sequence[np.ndarray]) -> Any:
         from tvm.relax.frontend.torch import from_exported_program
@@ -164,7 +164,8 @@ class TVMFromONNXCUDA(_TVMOnGPU, TVMFromONNX):
     name = "tvm.from_onnx.cuda"
     device = kind = "cuda"
     probe = "tvm:cuda"
-    reaches = ("tvm:relax", "tvm:topi", "tvm:tir", "tvm:codegen.cuda", "tvm:dlight", "tvm:topi.gpu", "tvm:runtime.cuda")
+    reaches = ("tvm:relax", "tvm:topi", "tvm:tir", "tvm:tir.gpu", "tvm:codegen.cuda", "tvm:dlight", "tvm:topi.gpu",
+               "tvm:runtime.cuda")
 
 
 @register
@@ -172,5 +173,5 @@ class TVMFromONNXVulkan(_TVMOnGPU, TVMFromONNX):
     name = "tvm.from_onnx.vulkan"
     device = kind = "vulkan"
     probe = "tvm:vulkan"
-    reaches = ("tvm:relax", "tvm:topi", "tvm:tir", "tvm:codegen.vulkan", "tvm:dlight", "tvm:topi.gpu",
-               "tvm:runtime.vulkan")
+    reaches = ("tvm:relax", "tvm:topi", "tvm:tir", "tvm:tir.gpu", "tvm:codegen.vulkan", "tvm:dlight",
+               "tvm:topi.gpu", "tvm:runtime.vulkan")
