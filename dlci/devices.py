@@ -136,7 +136,7 @@ def _ort_dynamic() -> Presence:
                                f"({_first_line(e)}){_visible_note()}")
     if "CUDAExecutionProvider" not in sess.get_providers():
         return Presence(False, f"onnxruntime {ort.__version__}: no CUDA device{_visible_note()}")
-    return Presence(True, f"onnxruntime-gpu {ort.__version__}", _nvidia_names())
+    return Presence(True, f"onnxruntime-gpu {ort.__version__}", nvidia_names())
 
 
 # -- TVM --------------------------------------------------------------------------------------------------------
@@ -197,7 +197,7 @@ def _ov_dynamic() -> Presence:
     return Presence(True, f"OpenVINO {ov.__version__}", tuple(names))
 
 
-def _nvidia_names() -> tuple[str, ...]:
+def nvidia_names() -> tuple[str, ...]:
     """GPU names from nvidia-smi (honours CUDA_VISIBLE_DEVICES only as far as the driver does: informational)."""
     smi = shutil.which("nvidia-smi")
     if smi is None:

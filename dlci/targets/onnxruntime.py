@@ -57,10 +57,13 @@ def cuda_sticky_error(exc: BaseException) -> str | None:
 
 
 def cuda_device_name() -> str:
-    from dlci.devices import presence
-    names = presence("onnxruntime:cuda").devices
+    """The GPU the CUDA provider runs on (device 0 of the visible ones), as nvidia-smi names it."""
+    from dlci.devices import nvidia_names
+    names = nvidia_names()
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    return f"{names[0]}" + (f" (CUDA_VISIBLE_DEVICES={visible})" if visible else "") if names else "cuda"
+    first = visible.split(",")[0] if visible else "0"
+    name = next((n for n in names if n.startswith(f"cuda:{first} ")), names[0] if names else "cuda")
+    return name + (f" (CUDA_VISIBLE_DEVICES={visible})" if visible else "")
 
 
 def ort_run(sess: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
