@@ -179,6 +179,19 @@ def test_cuda_only_cpu_only_and_shared_pytorch_kernels_plan_the_right_runner_kin
     assert k["gpu"] == {"torch.cuda", "torch.compile.cuda"} and "torch.compile" in k["cpu"] and k["arm64"]
 
 
+@pytest.mark.skipif(CUDA_HERE, reason="this runner has a CUDA GPU: the scan would test the kernel")
+def test_a_single_job_scan_of_a_cuda_only_pr_on_a_cpu_runner_says_why_nothing_ran(torch_repo, tmp_path):
+    repo, base = torch_repo
+    head = _branch(repo, base, "cuda-scan", [("aten/src/ATen/native/cuda/ActivationSoftplusKernel.cu",
+                                              "::log1p(std::exp(a * beta))", "::log1p(::exp(a * beta))")])
+    proc = dlci("scan", "--repo", str(repo), "--base", base, "--head", head, "--out", str(tmp_path / "o"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads((tmp_path / "o" / "findings.json").read_text())
+    assert "which need a device this runner does not have" in doc["pr"]["nothing_to_test"]
+    assert set(doc["stats"]["targets_not_on_runner"]) == {"torch.cuda", "torch.compile.cuda"}
+    assert doc["stats"]["tests_run"] == 0  # the CPU targets were not run instead
+
+
 def test_inductor_code_generators_route_to_their_device(torch_repo, tmp_path):
     repo, base = torch_repo
 

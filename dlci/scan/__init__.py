@@ -205,7 +205,7 @@ def _targets(analysis, config: Config, req: ScanRequest, pr: dict) -> tuple[dict
     if rules:  # a library's own PR: its equivalence rules run on the operators it touched
         chosen.update(rules)
         for t in analysis.touches:
-            if t.profile in selection.RULE_LIBRARIES:
+            if t.profile in selection.RULE_LIBRARIES and not selection.device_only(t):
                 for canon in operators.canonical(t.operator, t.namespace):
                     want.setdefault(canon, set()).update(
                         n for n, r in rules.items() if r.rule.library == selection.RULE_LIBRARIES[t.profile])
