@@ -70,9 +70,9 @@ def base_image(work: Path) -> None:
     for ca in local_cas:
         shutil.copy(ca, rootfs / "usr/local/share/ca-certificates" / ca.name)
     # python3-dev may be missing from a folder made by an earlier run with fewer packages
-    subprocess.run(["chroot", str(rootfs), "sh", "-c", "apt-get update -q && apt-get install -y --no-install-recommends "
-                    + BASE_PACKAGES.replace(",", " ") + " && update-ca-certificates && apt-get clean "
-                    "&& rm -rf /var/lib/apt/lists/*"], check=True, stdout=subprocess.DEVNULL)
+    install = ("apt-get update -q && apt-get install -y --no-install-recommends " + BASE_PACKAGES.replace(",", " ")
+               + " && update-ca-certificates && apt-get clean && rm -rf /var/lib/apt/lists/*")
+    subprocess.run(["chroot", str(rootfs), "sh", "-c", install], check=True, stdout=subprocess.DEVNULL)
     log(f"docker import {rootfs} as {BASE_TAG}")
     tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
     env = {**os.environ, "DOCKER_BUILDKIT": "0"}

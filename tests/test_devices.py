@@ -133,7 +133,8 @@ def torch_repo(tmp_path_factory) -> tuple[Path, str]:
     plus the fixture's kernels (a CPU kernel, its CUDA twin, the structured kernel they share)."""
     d = tmp_path_factory.mktemp("pytorch") / "pytorch"
     shutil.copytree(FIXTURES / "pytorch", d)
-    for dst, src in {"aten/src/ATen/native/native_functions.yaml": "torchgen/packaged/ATen/native/native_functions.yaml",
+    for dst, src in {"aten/src/ATen/native/native_functions.yaml":
+                     "torchgen/packaged/ATen/native/native_functions.yaml",
                      "torch/_inductor/lowering.py": "torch/_inductor/lowering.py",
                      "torch/_inductor/codegen/triton.py": "torch/_inductor/codegen/triton.py",
                      "torch/_inductor/codegen/cpp.py": "torch/_inductor/codegen/cpp.py"}.items():
@@ -155,7 +156,8 @@ def test_cuda_only_cpu_only_and_shared_pytorch_kernels_plan_the_right_runner_kin
     cuda = _branch(repo, base, "cuda-kernel", [("aten/src/ATen/native/cuda/ActivationSoftplusKernel.cu",
                                                 "::log1p(std::exp(a * beta))", "::log1p(::exp(a * beta))")])
     cpu = _branch(repo, base, "cpu-kernel", [("aten/src/ATen/native/cpu/Activation.cpp",
-                                              "return (a * beta) > threshold ? a :", "return (a * beta) >= threshold ? a :")])
+                                              "return (a * beta) > threshold ? a :",
+                                              "return (a * beta) >= threshold ? a :")])
     shared = _branch(repo, base, "shared", [("aten/src/ATen/native/Activation.cpp",
                                              "softplus_stub(device_type(), *this, beta, threshold);",
                                              "softplus_stub(device_type(), *this, beta, threshold);  // both")])

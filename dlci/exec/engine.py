@@ -736,7 +736,8 @@ def gpu_slot_env(slot: int, visible: list[str], gpu_memory_mb: int | None, worke
     if len(visible) > 1:
         env["CUDA_VISIBLE_DEVICES"] = visible[slot % len(visible)]
     if gpu_memory_mb:
-        sharing = max(1, len([s for s in range(workers) if len(visible) <= 1 or s % len(visible) == slot % len(visible)]))
+        n = max(1, len(visible))
+        sharing = sum(1 for s in range(workers) if s % n == slot % n)  # the slots on this slot's device
         env["DLCI_GPU_MEMORY_MB"] = str(max(256, int(gpu_memory_mb * 0.9) // sharing))
     return env
 

@@ -143,6 +143,9 @@ def merge(shard_dirs: list[Path], out: Path) -> Report:
         stats["tests_valid"] += st.get("tests_valid", 0)
         stats["seconds"] = max(stats["seconds"], st.get("seconds", 0.0))
         stats["flaky"] += st.get("flaky") or []
+        for key in ("devices", "device_notes", "targets_not_on_runner"):  # a GPU shard's device, or why it had none
+            if st.get(key):
+                stats.setdefault(key, {}).update(st[key])
         stats["shards"].append({"dir": d.name, "kind": kind, "tests_run": st.get("tests_run", 0)})
         for target, counts in (st.get("per_target") or {}).items():
             key = f"{target}@{kind}" if kind and len({k for k in _kinds(docs)}) > 1 else target

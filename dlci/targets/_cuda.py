@@ -24,7 +24,7 @@ def sticky_cuda_error(exc: BaseException) -> str | None:
     from dlci.targets._common import chain
     for e in chain(exc):
         msg = str(e)
-        if "CUDA error" not in msg and "CUBLAS" not in msg and "CUDNN" not in msg and "cudaError" not in msg:
+        if not any(word in msg for word in ("CUDA", "CUBLAS", "CUDNN", "cudaError")):  # torch, TVM, ORT wordings
             continue
         for needle, name in _STICKY:
             if needle.lower() in msg.lower():

@@ -117,7 +117,8 @@ class TVMFromTFLite(_TVM):
     frameworks = ("keras", "tflite")
     form = "tflite"
     tflite_outputs = True
-    reaches = ("tvm:frontend.tflite", "tvm:relax", "tvm:topi", "tvm:tir", "tvm:codegen.llvm", "tensorflow:lite.converter")
+    reaches = ("tvm:frontend.tflite", "tvm:relax", "tvm:topi", "tvm:tir", "tvm:codegen.llvm",
+               "tensorflow:lite.converter")
 
     def convert(self, buf: bytes, inputs: Sequence[np.ndarray]) -> Any:
         import tflite
