@@ -1,24 +1,37 @@
 # dlci's GitHub docker action: the pinned stack of constraints.txt with the CPU build of torch.
 #
 #   docker build -t dlci .                                                   # CPU (what action.yml builds)
-#   docker build --build-arg TORCH_INDEX=https://pypi.org/simple -t dlci:cuda .  # GPU variant: PyPI's CUDA torch
+#   docker build --build-arg TORCH_INDEX=https://pypi.org/simple --build-arg ONNXRUNTIME=onnxruntime-gpu \
+#                -t dlci:cuda .                                              # GPU variant (dlci-pool.yml's gpu shards)
+#   docker build --build-arg BASE_IMAGE=dlci-base:bookworm ...               # a base made without a registry
+#                                                                            # (scripts/image_check.py: debootstrap)
 #
 # Multi-arch: python:3.11-slim, the PyTorch CPU index and every pinned wheel exist for linux/amd64 and linux/arm64,
 # except tensorflow-cpu (amd64 only): the arm64 image leaves the tensorflow extra out. No step downloads anything
 # but Debian packages and wheels. docs/action.md explains each choice below.
-FROM python:3.11-slim
+# The base: any Debian-like image with Python 3.11, pip and apt (python:3.11-slim, or Debian bookworm's own python3
+# imported from a debootstrap folder where no registry is reachable: scripts/image_check.py builds that one).
+ARG BASE_IMAGE=python:3.11-slim
+FROM ${BASE_IMAGE}
 
 # torch is installed alone, first, from the PyTorch wheel index named here (default: CPU builds for amd64 and
 # arm64, ~200 MB instead of several GB of CUDA packages). Keep TORCH_VERSION equal to the torch pin in
 # constraints.txt (tests/test_action_files.py checks it).
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
 ARG TORCH_VERSION=2.13.0
+# onnxruntime (CPU) or onnxruntime-gpu (the CUDA execution provider, same version as the pin; it replaces the
+# onnxruntime module, so it is installed instead of, never beside, the CPU package). The GPU variant also gets
+# cuda-bindings for torch's CUDA major version: TVM compiles its CUDA kernels with NVRTC through it.
+ARG ONNXRUNTIME=onnxruntime
 # 1: harvest the test sources at build time into the image (~3 minutes once, saved on every run).
 ARG DLCI_PREWARM=1
 
+# PIP_BREAK_SYSTEM_PACKAGES: a Debian-packaged Python refuses system-wide installs (PEP 668); the image is the
+# environment, there is no system Python to protect (python:3.11-slim ignores the variable).
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_BREAK_SYSTEM_PACKAGES=1 \
     DLCI_CACHE_DIR=/opt/dlci-cache
 
 # git: dlci reads the diff and checks out the base and head revisions. g++: torch.compile's inductor compiles its
@@ -39,6 +52,12 @@ RUN pip install --no-cache-dir --no-deps --index-url "${TORCH_INDEX}" "torch==${
     && extras=all,github \
     && if [ "$(uname -m)" != x86_64 ]; then extras=torch,onnx,tvm,openvino,github; fi \
     && pip install --no-cache-dir -c /dlci/constraints.txt "/dlci[${extras}]" \
+    && if [ "${ONNXRUNTIME}" != onnxruntime ]; then \
+         ort="$(sed -n 's/^onnxruntime==//p' /dlci/constraints.txt)" \
+         && cuda="$(python -c "import torch; print((torch.version.cuda or '0').split('.')[0])")" \
+         && pip uninstall -y onnxruntime \
+         && pip install --no-cache-dir --no-deps "${ONNXRUNTIME}==${ort}" \
+         && pip install --no-cache-dir "cuda-bindings==${cuda}.*"; fi \
     && pip uninstall -y dlci \
     && rm -rf /dlci/dlci
 

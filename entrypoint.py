@@ -169,24 +169,26 @@ def mode_single(s: dict) -> int:
 def mode_plan(s: dict) -> int:
     from dlci import profiles
     from dlci.diff import DiffError, GitRepo
-    from dlci.github.shards import parse_runner_labels, plan_matrix
-    from dlci.targets import registry
+    from dlci.github.shards import parse_runner_labels, plan
     _pr, base, head = _revisions(s)
     runners = parse_runner_labels(R.get_input("runner-labels"))
     try:
         analysis = profiles.analyse(GitRepo(s["repo_path"], base, head))
     except DiffError as e:
         raise R.EventError(str(e)) from None
-    reached = sorted({t for touch in analysis.touches for t in touch.targets} or
-                     (set(registry()) if analysis.touches else set()))
-    if s["targets"]:
-        wanted = {t.strip() for t in s["targets"].split(",") if t.strip()}
-        reached = [t for t in reached if t in wanted]
-    matrix = plan_matrix(reached, runners)
+    wanted = {t.strip() for t in s["targets"].split(",") if t.strip()} if s["targets"] else None
+    planned = plan(analysis.touches, runners, wanted)
+    matrix = planned["matrix"]
     s["out"].mkdir(parents=True, exist_ok=True)
-    (s["out"] / "plan.json").write_text(json.dumps({"matrix": matrix, "ops": analysis.to_dict()}, indent=2))
+    (s["out"] / "plan.json").write_text(json.dumps({**planned, "ops": analysis.to_dict()}, indent=2))
     R.set_outputs({"matrix": json.dumps(matrix), "verdict": f"{len(matrix['include'])} shard(s)"})
     print(f"plan: {len(analysis.touches)} touched converter entries -> {len(matrix['include'])} shard(s)")
+    for shard in planned["shards"]:  # why each shard exists: what it tests and where that code runs
+        print(f"  {shard['shard']} on {shard['runner']}: {shard['why'][0]}"
+              + (f" (+{len(shard['why']) - 1} more)" if len(shard["why"]) > 1 else ""))
+    for miss in planned["unrouted"]:
+        print(f"  not planned ({miss['reason']}): {miss['touches'][0]}"
+              + (f" (+{len(miss['touches']) - 1} more)" if len(miss["touches"]) > 1 else ""))
     return ExitCode.CLEAN
 
 
@@ -194,9 +196,10 @@ def mode_run(s: dict) -> int:
     shard = R.get_input("shard")
     if not shard:
         raise R.EventError("mode run needs the shard input (from the plan's matrix: ${{ matrix.shard }})")
-    kind, _, target = shard.partition("-")
+    kind, _, target = shard.partition("-")  # <kind>-<target>[+<target>...] (dlci.github.shards.plan)
+    targets = target.replace("+", ",") if target and target != "none" else (s["targets"] or None)
     pr, base, head = _revisions(s)
-    code, report = _scan(s, base, head, target if target and target != "none" else (s["targets"] or None))
+    code, report = _scan(s, base, head, targets)
     s["out"].mkdir(parents=True, exist_ok=True)
     (s["out"] / "shard.json").write_text(json.dumps({"shard": shard, "kind": kind}))
     _write_pr_file(s["out"], pr, head)

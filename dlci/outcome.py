@@ -33,6 +33,12 @@ class Outcome:
     coverage: dict = field(default_factory=dict)  # traced converter file -> sorted lines run while converting
     digest: list = field(default_factory=list)     # per output: shape and summary numbers of what the target gave
     batch: int = 1                # tests that shared this one's convert and compile (dlci.testcase.execute_batch)
+    device: str = ""              # the accelerator a device target ran on ("cuda:0 NVIDIA H100 80GB HBM3")
+    # what the device-differential oracle concluded beyond the status ("nondeterministic: 2 of 4 runs differ ..."),
+    # dlci.oracles.device
+    device_note: str = ""
+    # the worker must not run another test: a device error poisoned its process (CUDA context); the engine replaces it
+    retire_worker: str = ""
 
     @property
     def valid(self) -> bool:

@@ -121,8 +121,10 @@ def _prepare(instance: Instance, target, out: Outcome, hook) -> _Prepared | None
     return _Prepared(instance, ref, ref64, model, inputs)
 
 
-def _target_stages(target, model, inputs, seed: int, out: Outcome, hook, trace_files=()) -> list | None:
-    """convert / compile / run: the target under test. The outputs, or None with the failure in ``out``."""
+def _target_stages(target, model, inputs, seed: int, out: Outcome, hook, trace_files=(),
+                   keep: list | None = None) -> list | None:
+    """convert / compile / run: the target under test. The outputs, or None with the failure in ``out``.
+    ``keep``: receives the compiled model (the device oracle runs it again)."""
     value = model
     for stage in ("convert", "compile", "run"):
         hook(stage)
@@ -138,6 +140,8 @@ def _target_stages(target, model, inputs, seed: int, out: Outcome, hook, trace_f
                     value = target.convert(value, inputs)
                 elif stage == "compile":
                     value = target.compile(value)
+                    if keep is not None:
+                        keep.append(value)
                 else:
                     value = target.run(value, [np.array(x, copy=True) for x in inputs])
         except Exception as e:
@@ -152,6 +156,8 @@ def _target_stages(target, model, inputs, seed: int, out: Outcome, hook, trace_f
             out.status = INVALID if harness else UNSUPPORTED if unsupported else CRASH
             if harness:
                 out.stage = "harness"
+            if target.on_accelerator:
+                _device_failure(target, e, out)
             return None
         finally:
             if tracing:
@@ -161,8 +167,8 @@ def _target_stages(target, model, inputs, seed: int, out: Outcome, hook, trace_f
     return list(value)
 
 
-def _judge(prep: _Prepared, target, value: list, out: Outcome, hook) -> None:
-    """Compare the target's outputs with the references."""
+def _verdict(prep: _Prepared, target, value: list, widen=None) -> tuple[list, dict | None]:
+    """(the target's outputs as arrays in the reference's order, the oracle's verdict or None)."""
     instance, ref, ref64 = prep.instance, prep.ref, prep.ref64
     if target.tflite_outputs and len(ref) > 1:
         try:
@@ -171,15 +177,25 @@ def _judge(prep: _Prepared, target, value: list, out: Outcome, hook) -> None:
             order = None
         if order is not None and len(value) == len(order):
             value = [value[k] for k in order]
+    from dlci.oracles.compare import compare_outputs
+    got = [_as_output_array(g, ref[i] if i < len(ref) else None) for i, g in enumerate(value)]
+    return got, compare_outputs(got, ref, ref64, skip_values=models.shape_only_outputs(instance, len(ref)),
+                                ignore=models.uncompared_outputs(instance),
+                                quantized=models.quantized_outputs(instance, ref), widen=widen)
 
+
+def _judge(prep: _Prepared, target, value: list, out: Outcome, hook, compiled=None) -> None:
+    """Compare the target's outputs with the references (a device target's mismatch: dlci.oracles.device)."""
     hook("compare")
     t = time.perf_counter()
     try:
-        from dlci.oracles.compare import compare_outputs
-        got = [_as_output_array(g, ref[i] if i < len(ref) else None) for i, g in enumerate(value)]
-        verdict = compare_outputs(got, ref, ref64, skip_values=models.shape_only_outputs(instance, len(ref)),
-                                  ignore=models.uncompared_outputs(instance),
-                                  quantized=models.quantized_outputs(instance, ref))
+        widen = None
+        got, verdict = _verdict(prep, target, value)
+        if verdict is not None and target.on_accelerator:
+            # what the target's project allows on its device (read only for a mismatch: OpInfo takes seconds)
+            widen = _device_tolerances(target, prep.instance)
+            if widen:
+                got, verdict = _verdict(prep, target, value, widen)
     except Exception as e:  # an oracle failure is ours, not the target's: the test is invalid
         out.status, out.stage, out.symptom = INVALID, "compare", type(e).__name__
         out.message, out.traceback = first_lines(str(e)), format_exc(e)
@@ -192,6 +208,54 @@ def _judge(prep: _Prepared, target, value: list, out: Outcome, hook) -> None:
         out.symptom = verdict.get("symptom", "value mismatch")
         out.message = verdict.get("message", "")
         out.distance = verdict.get("distance")
+        if target.on_accelerator and compiled is not None:
+            _device_rejudge(prep, target, compiled, value, out, widen)
+
+
+def _device_tolerances(target, instance) -> dict:
+    try:
+        return target.tolerances(instance)
+    except Exception:  # noqa: BLE001 - the project's metadata unreadable: dlci's own tolerances stand
+        return {}
+
+
+def _device_rejudge(prep: _Prepared, target, compiled, value: list, out: Outcome, widen) -> None:
+    """A device target's mismatch before it counts: the project's expectation, repeated runs, deterministic mode."""
+    from dlci.oracles import device
+
+    def rerun() -> list:
+        with models.quiet():
+            return list(target.run(compiled, [np.array(x, copy=True) for x in prep.inputs]))
+
+    def deterministic():
+        with models.quiet():
+            return target.deterministic_run(compiled, [np.array(x, copy=True) for x in prep.inputs])
+
+    t = time.perf_counter()
+    try:
+        device.rejudge(out, value, rerun, lambda v: _verdict(prep, target, v, widen)[1],
+                       expected_to_differ=target.expected_to_differ(prep.instance), deterministic=deterministic)
+    except Exception as e:  # a run that fails only when repeated is the device's failure: a crash of stage run
+        out.status, out.stage, out.symptom = CRASH, "run", type(e).__name__
+        out.message, out.traceback = first_lines(str(e)), format_exc(e)
+        _device_failure(target, e, out)
+    finally:
+        out.timings["device_rejudge"] = time.perf_counter() - t
+
+
+def _device_failure(target, e: BaseException, out: Outcome) -> None:
+    """A device error that poisons the worker's process (CUDA's sticky errors) names itself and retires the worker;
+    running out of the worker's share of device memory is an OOM, as on the CPU."""
+    try:
+        poison = target.device_error(e)
+    except Exception:  # noqa: BLE001 - a broken classifier must not hide the crash
+        poison = None
+    if poison:
+        out.status, out.symptom, out.retire_worker = CRASH, poison, poison
+    elif out.status == CRASH and (type(e).__name__ == "OutOfMemoryError" or "out of memory" in str(e).lower()):
+        out.symptom = "oom"
+        share = os.environ.get("DLCI_GPU_MEMORY_MB", "none")
+        out.message = f"device out of memory (the worker's share: DLCI_GPU_MEMORY_MB={share})\n" + out.message
 
 
 def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str], None] | None = None,
@@ -204,9 +268,16 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
     t_start = time.perf_counter()
     prep = _prepare(instance, target, out, hook)
     if prep is not None:
-        value = _target_stages(target, prep.model, prep.inputs, instance.seed, out, hook, trace_files)
+        keep: list = []
+        value = _target_stages(target, prep.model, prep.inputs, instance.seed, out, hook, trace_files,
+                               keep=keep if target.on_accelerator else None)
+        if target.on_accelerator:
+            try:
+                out.device = target.device_name()
+            except Exception:  # noqa: BLE001 - a poisoned context cannot even name its device
+                out.device = target.device
         if value is not None:
-            _judge(prep, target, value, out, hook)
+            _judge(prep, target, value, out, hook, compiled=keep[0] if keep else None)
     out.seconds = time.perf_counter() - t_start
     return out
 

@@ -1,5 +1,6 @@
 """Tiny job functions run inside dlci.exec workers by tests/test_exec.py (imported as tests.exec_jobs)."""
 import ctypes
+import json
 import os
 import sys
 import time
@@ -135,3 +136,39 @@ def fork_shared(mb, seconds, stage_hook=None):
     time.sleep(seconds)
     os.waitpid(pid, 0)
     return _ok("shared", message=str(len(block) >> 20))
+
+
+def poisoned(stage_hook=None):
+    """What a device target reports after a sticky CUDA error: a crash whose worker must not run another test."""
+    stage_hook("run")
+    return Outcome("p", "op", "target", status="crash", stage="run", symptom="CUDA error: illegal memory access",
+                   message=str(os.getpid()), retire_worker="CUDA error: illegal memory access").to_dict()
+
+
+def env_values(names, stage_hook=None):
+    """The worker's values of these environment variables, and its pid."""
+    stage_hook("run")
+    return _ok(message=str(os.getpid()), log=json.dumps({n: os.environ.get(n) for n in names}))
+
+
+def cuda_ok(stage_hook=None):
+    """A CUDA computation (GPU tests only): passes with the worker's pid."""
+    import torch
+    stage_hook("run")
+    assert float(torch.ones(4, device="cuda").sum()) == 4.0
+    return _ok(message=str(os.getpid()))
+
+
+def cuda_device_assert(stage_hook=None):
+    """An out-of-range index in a real CUDA kernel: a device-side assert, which poisons the CUDA context."""
+    import torch
+    from dlci.targets._cuda import sticky_cuda_error
+    stage_hook("run")
+    try:
+        torch.zeros(3, device="cuda")[torch.tensor([5], device="cuda")].sum().item()
+        torch.cuda.synchronize()
+    except RuntimeError as e:
+        kind = sticky_cuda_error(e)
+        return Outcome("a", "op", "torch.cuda", status="crash", stage="run", symptom=kind or type(e).__name__,
+                       message=str(e)[:200], retire_worker=kind or "").to_dict()
+    return _ok(message="no assert")

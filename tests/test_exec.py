@@ -259,3 +259,39 @@ def test_a_worker_over_the_rss_limit_but_not_the_pss_limit_keeps_its_job():
     assert res["shared"]["status"] == PASS, (res["shared"]["symptom"], res["shared"]["message"])
     assert res["shared"]["message"] == "220"
     assert info.respawns == 0 and info.crashed_workers == 0
+
+
+def test_a_worker_whose_device_poisoned_it_is_replaced_after_that_one_test(tmp_path):
+    """A sticky CUDA error (illegal memory access, device-side assert) costs the test that caused it; the worker's
+    process is unusable after it, so the next test gets a fresh worker, never a retry of the same one."""
+    jobs = [job("before", "ok", affinity="a"), job("bad", "poisoned", affinity="a"), job("after", "ok", affinity="a")]
+    with Engine(workers=1, timeout=20, log_dir=str(tmp_path)) as engine:
+        info, res, _ = collect(engine, jobs)
+    assert res["bad"]["status"] == CRASH and res["bad"]["retire_worker"]
+    assert res["before"]["message"] == res["bad"]["message"] != res["after"]["message"]  # pids
+    assert (info.retired, info.crashed_workers, info.completed) == (1, 0, 3)
+
+
+def test_gpu_workers_spread_over_the_visible_devices_with_a_memory_share(tmp_path, monkeypatch):
+    """With the runner's devices given (CUDA_VISIBLE_DEVICES), each worker slot sees one of them and its share of the
+    device memory (the per-process cap the device targets set); a runner's own CUDA_VISIBLE_DEVICES is what is split,
+    so runners sharing a host never see each other's GPUs. Real workers, no GPU needed."""
+    from dlci.exec.engine import gpu_slot_env
+    assert gpu_slot_env(0, ["0"], 80000, 2) == {"DLCI_GPU_MEMORY_MB": "36000"}  # one device: shared, kept as is
+    assert gpu_slot_env(3, ["2", "5"], 80000, 4) == {"CUDA_VISIBLE_DEVICES": "5", "DLCI_GPU_MEMORY_MB": "36000"}
+    assert gpu_slot_env(1, [], None, 2) == {}
+    names = ("CUDA_VISIBLE_DEVICES", "DLCI_GPU_MEMORY_MB", "CUBLAS_WORKSPACE_CONFIG")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,7")
+    with Engine(workers=2, timeout=20, log_dir=str(tmp_path), gpus=["3", "7"], gpu_memory_mb=16000) as engine:
+        engine.start()
+        _, res, _ = collect(engine, [job(f"e{k}", "env_values", names) for k in range(4)])
+    seen = {r["message"]: json.loads(r["log"]) for r in res.values()}  # pid -> its environment
+    assert sorted(e["CUDA_VISIBLE_DEVICES"] for e in seen.values()) == ["3", "7"]
+    assert {e["DLCI_GPU_MEMORY_MB"] for e in seen.values()} == {"14400"}
+    assert {e["CUBLAS_WORKSPACE_CONFIG"] for e in seen.values()} == {":4096:8"}  # deterministic cuBLAS possible
+
+
+def test_gpu_memory_per_process_from_nvidia_smi_output():
+    from dlci.exec.engine import parse_compute_apps
+    text = "12345, 1530\n12345, 20\n777, [N/A]\n\n4242, 80000\n"
+    assert parse_compute_apps(text) == {12345: 1550, 4242: 80000}

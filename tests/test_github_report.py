@@ -74,13 +74,32 @@ def test_annotations_point_at_the_changed_line_with_valid_levels():
                for a in notes)
 
 
-def test_plan_matrix_and_runner_labels():
-    runners = shards.parse_runner_labels('{"cpu": "ubuntu-latest", "gpu": ["self-hosted", "gpu"]}')
-    matrix = shards.plan_matrix(["tvm.from_fx"], runners)
-    assert matrix["include"] == [
+def test_plan_routes_each_touch_to_the_runner_kinds_where_its_code_runs():
+    from dlci.profiles.base import Touch
+    runners = shards.parse_runner_labels('{"cpu": "ubuntu-latest", "gpu": ["self-hosted", "gpu"], '
+                                         '"arm64": ["self-hosted", "arm64"]}')
+    fx = Touch("elu", "aten", "_elu", TOUCH["file"], 466, "converter changed", ("tvm.from_fx",), "tvm")
+    cuda = Touch("softplus", "aten", "softplus_kernel", "aten/src/ATen/native/cuda/ActivationSoftplusKernel.cu", 30,
+                 "kernel softplus_kernel changed", ("torch.cuda", "torch.compile.cuda"), "pytorch")
+    neon = Touch("Sigmoid", "onnx", "MlasLogistic", "onnxruntime/core/mlas/lib/aarch64/LogisticKernelNeon.S", 12,
+                 "MLAS routine changed", ("onnxruntime",), "onnxruntime")
+    planned = shards.plan([fx, cuda, neon], runners)
+    assert planned["matrix"]["include"] == [  # a frontend's code: x86-64 and arm64 (TVM's LLVM codegen differs there)
         {"shard": "cpu-tvm.from_fx", "kind": "cpu", "runner": ["ubuntu-latest"], "targets": "tvm.from_fx"},
-        {"shard": "gpu-tvm.from_fx", "kind": "gpu", "runner": ["self-hosted", "gpu"], "targets": "tvm.from_fx"}]
-    assert shards.plan_matrix([], runners)["include"][0]["targets"] == ""  # never an empty matrix
+        # the GPU kind: one shard for all its targets (scarce runners)
+        {"shard": "gpu-torch.compile.cuda+torch.cuda", "kind": "gpu", "runner": ["self-hosted", "gpu"],
+         "targets": "torch.compile.cuda,torch.cuda"},
+        {"shard": "arm64-onnxruntime", "kind": "arm64", "runner": ["self-hosted", "arm64"], "targets": "onnxruntime"},
+        {"shard": "arm64-tvm.from_fx", "kind": "arm64", "runner": ["self-hosted", "arm64"], "targets": "tvm.from_fx"}]
+    why = {s["shard"]: s["why"] for s in planned["shards"]}
+    assert why["arm64-onnxruntime"] == ["the changed code is built for arm64 only; Sigmoid at "
+                                        "onnxruntime/core/mlas/lib/aarch64/LogisticKernelNeon.S:12: MLAS routine changed"]
+    assert why["cpu-tvm.from_fx"][0].startswith("tvm.from_fx's code generation differs on aarch64; elu at ")
+    only_cpu = shards.plan([cuda], shards.parse_runner_labels(""))
+    assert only_cpu["matrix"]["include"][0]["targets"] == "" and only_cpu["unrouted"][0]["reason"] == \
+        "no GPU runner kind in runner-labels"  # never an empty matrix, never GPU work on a CPU runner
+    assert [shards.kind_role(k) for k in ("cpu", "gpu-a100", "arm64", "aarch64-graviton", "x86")] == \
+        ["x86_64", "gpu", "aarch64", "aarch64", "x86_64"]
 
 
 def test_merge_shards_dedups_signatures_and_renumbers(tmp_path):

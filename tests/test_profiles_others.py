@@ -21,9 +21,12 @@ SITE = Path(__import__("torch").__file__).resolve().parents[1]
 # the targets that declare they run PyTorch's eager kernels / decompositions, and OpenVINO's FX frontend
 TORCH_TARGETS = {"tvm.from_exported_program", "tvm.from_fx", "tvm.from_onnx", "openvino.pytorch",
                  "openvino.exported_program", "openvino.onnx", "openvino.torch_compile", "torch.compile", "torch.onnx"}
-DECOMP_TARGETS = {"torch.compile", "torch.onnx", "tvm.from_exported_program", "openvino.exported_program",
-                  "openvino.torch_compile"}
+# decompositions and lowerings run in inductor on every device: the CUDA compile target reaches them too
+DECOMP_TARGETS = {"torch.compile", "torch.compile.cuda", "torch.onnx", "tvm.from_exported_program",
+                  "openvino.exported_program", "openvino.torch_compile"}
 OV_FX = ("openvino.exported_program", "openvino.torch_compile")
+CUDA_TARGETS = {"torch.cuda", "torch.compile.cuda"}  # the targets running ATen's CUDA kernels
+INDUCTOR = ("torch.compile", "torch.compile.cuda")
 
 registry()
 
@@ -351,12 +354,12 @@ def test_onnxruntime_registration_line_and_local_macro(tmp_path):
     assert operators(analyse(d, "onnxruntime")) == {"Elu", "Relu", "Sigmoid", "Softplus"}
 
 
-def test_onnxruntime_cuda_kernel_has_no_target(tmp_path):
+def test_onnxruntime_cuda_kernel_reaches_the_cuda_targets_only(tmp_path):
     d = from_fixture(tmp_path, "onnxruntime")
     edit(d, "onnxruntime/core/providers/cuda/activation/activations.cc", "alpha_, p.output", "alpha_ * 1, p.output")
     commit(d)
     r = analyse(d, "onnxruntime")
-    assert selected(r) == {("Elu", "onnx", ())}
+    assert selected(r) == {("Elu", "onnx", ("onnxruntime.cuda", "torch.onnx.cuda"))}  # ORT's CUDA provider, on GPUs
     assert r.touches[0].converter == "Elu<float> [Cuda, opset 6]"
 
 
@@ -478,7 +481,7 @@ def test_pytorch_inductor_lowering_body_and_fallback(torch_repo):
     commit(torch_repo)
     r = analyse(torch_repo, "pytorch")
     assert {(t.operator, t.targets, t.file, t.line) for t in r.touches} == {
-        ("isinf", ("torch.compile",), LOWERING, ln), ("_pdist_forward", ("torch.compile",), LOWERING, fb)}
+        ("isinf", INDUCTOR, LOWERING, ln), ("_pdist_forward", INDUCTOR, LOWERING, fb)}
 
 
 def test_pytorch_inductor_private_helper_selects_its_lowerings(torch_repo):
@@ -501,7 +504,7 @@ def test_pytorch_native_functions_entry_selects_it_and_its_delegates(torch_repo)
     commit(torch_repo)
     r = analyse(torch_repo, "pytorch")
     assert {(t.operator, t.file, t.line) for t in r.touches} == {("softplus.out", YAML, ln), ("softplus", YAML, ln)}
-    assert all(set(t.targets) == TORCH_TARGETS for t in r.touches)
+    assert all(set(t.targets) == TORCH_TARGETS | CUDA_TARGETS for t in r.touches)  # dispatched to CPU and CUDA
 
 
 def test_pytorch_native_kernel_through_dispatch_stub(torch_repo):
@@ -526,13 +529,13 @@ def test_pytorch_structured_kernel_and_composite_kernel(torch_repo):
     assert operators(r) == {"relu6"} and r.touches[0].why == "kernel relu6 changed"
 
 
-def test_pytorch_gpu_kernel_has_no_target(torch_repo):
+def test_pytorch_cuda_kernel_reaches_the_cuda_targets_only(torch_repo):
     edit(torch_repo, "aten/src/ATen/native/cuda/ActivationSoftplusKernel.cu", "::log1p(std::exp(a * beta))",
          "::log1p(::exp(a * beta))")
     commit(torch_repo)
     r = analyse(torch_repo, "pytorch")
     assert operators(r) == {"softplus.out", "softplus"}
-    assert all(t.targets == () and "GPU code" in t.why for t in r.touches)
+    assert all(set(t.targets) == CUDA_TARGETS and "CUDA kernel" in t.why for t in r.touches)
 
 
 def test_pytorch_refactor_touching_no_kernel(torch_repo):

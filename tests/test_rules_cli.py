@@ -132,11 +132,20 @@ def test_config_rules_key():
 def test_scan_runs_a_librarys_rules_only_for_its_own_pr():
     from types import SimpleNamespace
     from dlci.scan.selection import rule_targets
-    torch_pr = SimpleNamespace(profiles=["pytorch"])
-    tvm_pr = SimpleNamespace(profiles=["tvm"])
+    from dlci.profiles.base import Touch
+    kernel = ("softplus", "aten", "softplus_kernel")
+    torch_pr = SimpleNamespace(profiles=["pytorch"], touches=[
+        Touch(*kernel, "aten/src/ATen/native/cpu/Activation.cpp", 9, "kernel changed", ("torch.compile",), "pytorch")])
+    tvm_pr = SimpleNamespace(profiles=["tvm"], touches=[
+        Touch("elu", "aten", "_elu", "python/tvm/relax/frontend/torch/fx_translator.py", 9, "converter changed",
+              ("tvm.from_fx",), "tvm")])
+    cuda_pr = SimpleNamespace(profiles=["pytorch"], touches=[
+        Touch(*kernel, "aten/src/ATen/native/cuda/ActivationSoftplusKernel.cu", 9, "kernel changed",
+              ("torch.cuda", "torch.compile.cuda"), "pytorch")])
     got = rule_targets(torch_pr, Config(), None)
     assert got and all(t.rule.library == "torch" for t in got.values())
     assert rule_targets(tvm_pr, Config(), None) == {}  # a converter PR: torch's own rules test torch, not the PR
+    assert rule_targets(cuda_pr, Config(), None) == {}  # a CUDA kernel: the rules run the CPU's kernels
     assert rule_targets(torch_pr, Config(rules=["none"]), None) == {}
     one = next(n for n, r in all_rules().items() if r.library == "torch")
     assert set(rule_targets(tvm_pr, Config(rules=[one]), None)) == {"rule." + one}

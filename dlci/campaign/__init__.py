@@ -18,15 +18,16 @@ from dlci.report.document import Report
 
 
 def run(instances: Sequence[Instance], targets: dict, options: RunOptions, *, route: stages.Route | None = None,
-        against=None) -> Report:
+        not_on_runner: dict[str, str] | None = None, against=None) -> Report:
     """Run a campaign and write its report into ``options.out``. ``route``: the targets each instance goes to
-    (default: every target that accepts its framework). ``against``: a
+    (default: every target that accepts its framework); ``not_on_runner``: device targets named that cannot run
+    here, with the reason (reported, never failures). ``against``: a
     :class:`dlci.bisect.attribution.ReleaseComparison` that attributes the findings to the installed release or an
     older one (``dlci test --against``)."""
     out = options.out
     (out / "repro").mkdir(parents=True, exist_ok=True)
     clock = Clock(options.budget or 0.0)
-    campaign = Campaign({i.id: i for i in instances}, dict(targets))
+    campaign = Campaign({i.id: i for i in instances}, dict(targets), not_on_runner=dict(not_on_runner or {}))
     tests = stages.plan(instances, campaign.targets, route=route)
     findings: list = []
     try:
@@ -65,6 +66,15 @@ def _against(against, campaign: Campaign, findings: list, options: RunOptions, c
     return report
 
 
+def nothing_here(not_on_runner: dict[str, str], options: RunOptions) -> Report:
+    """The report of a run whose every target is a device target absent from this runner: nothing ran, nothing
+    failed (exit 0), and the report says which targets and why."""
+    (options.out / "repro").mkdir(parents=True, exist_ok=True)
+    report = stages.report(Campaign({}, {}, not_on_runner=dict(not_on_runner)), [])
+    report.write(options.out)
+    return report
+
+
 def publish(campaign: Campaign, findings: list, options: RunOptions, *, env: dict | None = None,
             pr: dict | None = None, until: float | None = None, hard_until: float | None = None) -> Report:
     """Write the findings, then their reproducers (run alone when asked, none started after ``until``), then the
@@ -81,4 +91,5 @@ def publish(campaign: Campaign, findings: list, options: RunOptions, *, env: dic
     return report
 
 
-__all__ = ["Campaign", "Clock", "FAIL_ON", "Report", "Route", "RunOptions", "Test", "publish", "run", "stages"]
+__all__ = ["Campaign", "Clock", "FAIL_ON", "Report", "Route", "RunOptions", "Test", "nothing_here", "publish", "run",
+           "stages"]

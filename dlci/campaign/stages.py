@@ -53,8 +53,13 @@ def plan(instances: Sequence[Instance], targets: dict, *, order: Callable[[Seque
 def open_engine(options: RunOptions, targets: dict, *, env: dict | None = None, log_dir: Path | None = None) -> Engine:
     """The sandboxed workers a campaign runs in (``env``: the revision's environment in PR mode)."""
     warm = sorted({m for t in targets.values() for m in t.warm_imports})
+    gpus, gpu_memory = [], None
+    probes = {t.probe for t in targets.values() if getattr(t, "probe", None)}
+    if probes:  # device targets: the workers share the runner's GPUs and their memory (dlci.devices)
+        from dlci.devices import worker_gpus
+        gpus, gpu_memory = worker_gpus(probes)
     return Engine(workers=options.workers, timeout=options.timeout, memory_mb=options.memory_mb, warm_imports=warm,
-                  env=env, log_dir=str(log_dir or options.out / "logs"))
+                  env=env, log_dir=str(log_dir or options.out / "logs"), gpus=gpus, gpu_memory_mb=gpu_memory)
 
 
 class Steered:
@@ -348,6 +353,8 @@ def collect(campaign: Campaign) -> list[Finding]:
             distance=rep.distance, traceback=rep.traceback[-4000:], log=rep.log[-2000:],
             instances=sorted({o.instance_id for o in outcomes}), operators=sorted({o.op for o in outcomes}),
             confirmed=True, **target.finding_details()))
+        if rep.device:  # a device target's finding names the device (findings.json, the reproducer)
+            findings[-1].extra["device"] = rep.device
     return attribute_to_exporter(findings, campaign)
 
 
@@ -468,8 +475,15 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
                     (until is None or time.monotonic() < until):
                 finding.test_style_checked = check_test(out / finding.test_style_repro, env=env)
 
-        with ThreadPoolExecutor(max(1, options.workers)) as pool:  # as many at once as there were workers
-            list(pool.map(check, findings))
+        # as many at once as there were workers; a device target's reproducers one at a time, after the others: alone
+        # on the device, no other test's memory or timing beside them
+        on_device = {id(f) for f in findings if getattr(campaign.targets.get(f.target), "on_accelerator", False)}
+        with ThreadPoolExecutor(max(1, options.workers)) as pool:
+            list(pool.map(check, [f for f in findings if id(f) not in on_device]))
+        for f in findings:
+            if id(f) in on_device:
+                check(f)
+        with ThreadPoolExecutor(max(1, options.workers)) as pool:
             # the standalone script alone decides whether a finding is reported: every finding's is checked first,
             # the tests in the repository's style with the time that is left
             from dlci.findings.test_style import pytest_available

@@ -38,6 +38,12 @@ class Campaign:
     # canonical operators in the order a PR touched them (most directly first): a finding whose failure spans
     # several operators is shown on the one the PR touched most directly
     preferred_ops: list[str] = field(default_factory=list)
+    # device targets named or reached that cannot run on this runner: name -> why (never a failure)
+    not_on_runner: dict[str, str] = field(default_factory=dict)
+    # what the device-differential oracle let pass or set aside, per (target, note kind): nondeterministic kernels,
+    # results torch's own tests do not expect to match the CPU (dlci.oracles.device)
+    device_notes: Counter = field(default_factory=Counter)
+    devices: dict[str, str] = field(default_factory=dict)  # target -> the device its tests ran on, as named there
 
     def face(self, instance_id: str, spread: bool = False) -> tuple[int, int, int]:
         """How well an instance stands for a finding (smaller is better): of the operator the PR touched most
@@ -69,6 +75,10 @@ class Campaign:
         if confirming is not None:
             return self._confirmed(confirming, outcome)
         self.counts[outcome.target][outcome.status] += 1
+        if outcome.device:
+            self.devices.setdefault(outcome.target, outcome.device)
+        if outcome.device_note:
+            self.device_notes[f"{outcome.target}: {outcome.device_note.split(':', 1)[0]}"] += 1
         if outcome.coverage:
             self.coverage[(outcome.instance_id, outcome.target)] = outcome.coverage
         self.test_seconds += outcome.seconds
@@ -147,4 +157,7 @@ class Campaign:
             "engine": self.engine_info,
             **({"arms": self.arms} if self.arms else {}),
             **({"ended_early": self.ended_early} if self.ended_early else {}),
+            **({"targets_not_on_runner": dict(sorted(self.not_on_runner.items()))} if self.not_on_runner else {}),
+            **({"devices": dict(sorted(self.devices.items()))} if self.devices else {}),
+            **({"device_notes": dict(sorted(self.device_notes.items()))} if self.device_notes else {}),
         }

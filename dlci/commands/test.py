@@ -32,7 +32,12 @@ def run(args) -> int:
     options = RUN.parse(args)
     if args.index_url and not args.against:
         raise UsageError("--index-url goes with --against")
-    chosen = targets.select(args.targets)
+    absent: dict[str, str] = {}
+    chosen = targets.select(args.targets, absent)
+    if absent:
+        say(targets.not_on_runner_note(absent))
+    if not chosen:  # only device targets were named, and their devices are not here: nothing to test, no failure
+        return exit_code(campaign.nothing_here(absent, options), options)
     against = None
     if args.against:  # bad input ends the run before any test, and the older release's layer is ready
         from dlci.bisect.attribution import ReleaseComparison
@@ -48,7 +53,7 @@ def run(args) -> int:
                          "(see `dlci sources --verbose`)")
     say(f"{len(instances)} instances of {len({i.op for i in instances})} operators; targets: {', '.join(chosen)}; "
         f"budget {options.budget:.0f} s; output {options.out}")
-    report = campaign.run(instances, chosen, options, against=against)
+    report = campaign.run(instances, chosen, options, not_on_runner=absent, against=against)
     if against is not None:
         say(report.extra["against"]["line"])
     return exit_code(report, options)

@@ -64,6 +64,7 @@ class RunInfo:
     not_started: int = 0           # jobs pulled from the iterable but never dispatched
     unfinished: list = field(default_factory=list)       # ids of jobs killed by an interrupt (no result)
     recycled: int = 0              # idle workers replaced because their memory crept up
+    retired: int = 0               # workers replaced after a device error poisoned their process (CUDA context)
 
     @property
     def wall_seconds(self) -> float:
@@ -85,6 +86,9 @@ def worker_env(overrides: dict | None = None) -> dict:
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     # inductor would otherwise fork a pool of compile workers per process: memory and cores we do not have
     env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    # cuBLAS is deterministic only with a fixed workspace: the device oracle's deterministic re-run needs it (read
+    # when CUDA starts in the worker; nothing on a CPU runner)
+    env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     env["PYTHONUNBUFFERED"] = "1"  # a crash must not swallow what was printed just before it
     env.update({k: str(v) for k, v in (overrides or {}).items()})
     # the worker imports dlci (and job modules the parent can import) from a fresh interpreter
@@ -138,6 +142,7 @@ class _Worker:
         self.log_offset = 0
         self.last_affinity = ""
         self.last_rss = 0
+        self.gpu_mb = 0           # GPU memory of the worker's processes when it was killed for it
         self.kill_reason = ""     # timeout / oom / interrupt / close / recycle / protocol / startup
         self.dump_sent = 0.0      # when the worker was asked for a stack dump before a timeout kill
         self.info: dict = {}
@@ -186,7 +191,7 @@ class Engine:
 
     def __init__(self, workers: int = 2, timeout: float = 60.0, memory_mb: int = 2500,
                  warm_imports: Sequence[str] = (), env: dict | None = None, log_dir: str | None = None,
-                 data_limit_mb: int | None = None):
+                 data_limit_mb: int | None = None, gpus: Sequence[str] = (), gpu_memory_mb: int | None = None):
         if workers < 1:
             raise ValueError("workers must be >= 1")
         self.workers = workers
@@ -196,6 +201,10 @@ class Engine:
         # RLIMIT_DATA backstop (0: none); well above the sampled limit so the sampler normally wins
         self.data_limit_mb = (2 * memory_mb + 2048) if data_limit_mb is None else data_limit_mb
         self._env = worker_env(env)
+        # GPU workers (a campaign with device targets): the runner's devices spread over the slots, each worker's
+        # share of device memory enforced in the worker (DLCI_GPU_MEMORY_MB) and sampled here (nvidia-smi)
+        self.gpus, self.gpu_memory_mb = list(gpus), gpu_memory_mb
+        self._gpu_sampler = GpuMemory() if gpu_memory_mb else None
         self._own_log_dir = log_dir is None
         self.log_dir = tempfile.mkdtemp(prefix="dlci-exec-") if log_dir is None else log_dir
         os.makedirs(self.log_dir, exist_ok=True)
@@ -330,8 +339,11 @@ class Engine:
                    "--warm", ",".join(self.warm_imports), "--data-limit-mb", str(self.data_limit_mb)]
             try:
                 # own session: the whole group can be killed, and a terminal's Ctrl-C reaches only the parent
+                # fork+exec of a fresh interpreter (never a bare fork: CUDA state does not survive one)
+                env = {**self._env, **gpu_slot_env(slot, self.gpus, self.gpu_memory_mb, self.workers)} \
+                    if self.gpus or self.gpu_memory_mb else self._env
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                        pass_fds=(p2c_r, c2p_w), env=self._env, start_new_session=True)
+                                        pass_fds=(p2c_r, c2p_w), env=env, start_new_session=True)
             finally:
                 os.close(p2c_r)
                 os.close(c2p_w)
@@ -401,7 +413,7 @@ class Engine:
             os.close(fd)
         self._slots[w.slot] = None
         ctx = self._ctx
-        if w.kill_reason in ("interrupt", "close", "recycle"):
+        if w.kill_reason in ("interrupt", "close", "recycle", "retire"):
             if w.job is not None and ctx is not None:
                 ctx.info.unfinished.append(w.job.id)
             return
@@ -427,6 +439,9 @@ class Engine:
         where = f" in stage {w.stage!r}" if w.stage else ""
         if symptom == "timeout":
             message = f"no result after {w.job_timeout:g} s{where}; worker killed"
+        elif symptom == "oom" and w.gpu_mb:
+            message = (f"worker GPU memory {w.gpu_mb} MB exceeded its {self._gpu_limit(w.slot)} MB share{where}; "
+                       "killed")
         elif symptom == "oom":
             message = f"worker memory {w.last_rss >> 20} MB exceeded the {self.memory_mb} MB limit{where}; killed"
         elif rc < 0:
@@ -557,6 +572,12 @@ class Engine:
             if not isinstance(result, dict):
                 result = Outcome(job.instance_id, job.op, job.target, status=INVALID, stage="harness",
                                  symptom="protocol", message="worker sent a non-dict result").to_dict()
+            elif not w.kill_reason and _poisoned(result):
+                # a CUDA error (illegal memory access, device-side assert) leaves the process's context unusable:
+                # it cost that one test; the next one gets a fresh worker
+                self._kill(w, "retire")
+                if ctx is not None:
+                    ctx.info.retired += 1
             self._deliver(job, result)
         elif kind == "ready" and len(msg) == 2:
             info = dict(msg[1]) if isinstance(msg[1], dict) else {}
@@ -583,11 +604,35 @@ class Engine:
                 self._reap(w)
         self._check_workers()
 
+    def _gpu_limit(self, slot: int) -> int:
+        return int(gpu_slot_env(slot, self.gpus, self.gpu_memory_mb, self.workers).get("DLCI_GPU_MEMORY_MB", 0))
+
+    def _check_gpu_memory(self, now: float) -> None:
+        """Kill a busy worker whose processes hold more GPU memory than its share (allocators the per-process cap
+        in the worker does not cover: TVM's, OpenVINO's, a library's own)."""
+        usage = self._gpu_sampler.sample(now)
+        if not usage:
+            return
+        for w in list(self._slots):
+            if w is None or w.state != "busy" or w.ps is None:
+                continue
+            try:
+                pids = [w.proc.pid] + [c.pid for c in w.ps.children(recursive=True)]
+            except psutil.Error:
+                continue
+            used = sum(usage.get(pid, 0) for pid in pids)
+            if used > self._gpu_limit(w.slot) > 0:
+                w.gpu_mb = used
+                self._kill(w, "oom")
+                self._reap(w)
+
     def _check_workers(self) -> None:
         now = time.monotonic()
         sample = now - self._last_mem >= _MEM_SAMPLE_S
         if sample:
             self._last_mem = now
+            if self._gpu_sampler is not None:
+                self._check_gpu_memory(now)
         for w in list(self._slots):
             if w is None or w.state == "dead":
                 continue
@@ -642,6 +687,59 @@ class Engine:
                 signal.signal(sig, old if old is not None else signal.SIG_DFL)
 
         return restore
+
+
+class GpuMemory:
+    """GPU memory per process id, from ``nvidia-smi --query-compute-apps`` (at most every PERIOD_S seconds; an
+    empty answer where there is no nvidia-smi, or inside a container whose process ids the driver does not show)."""
+    PERIOD_S = 2.0
+
+    def __init__(self):
+        self.smi = shutil.which("nvidia-smi")
+        self.last, self.usage = 0.0, {}
+
+    def sample(self, now: float) -> dict[int, int]:
+        if self.smi is None or now - self.last < self.PERIOD_S:
+            return self.usage if self.smi else {}
+        self.last = now
+        try:
+            out = subprocess.run([self.smi, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                                 capture_output=True, text=True, timeout=10).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return {}
+        self.usage = parse_compute_apps(out)
+        return self.usage
+
+
+def parse_compute_apps(text: str) -> dict[int, int]:
+    """``pid, used_memory`` lines (MiB) -> {pid: MiB}; lines nvidia-smi cannot fill ("[N/A]") are skipped."""
+    usage: dict[int, int] = {}
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+            usage[int(parts[0])] = usage.get(int(parts[0]), 0) + int(parts[1])
+    return usage
+
+
+def _poisoned(result: dict) -> bool:
+    """Did the test (or a member of a batch) leave its worker's process unusable (Outcome.retire_worker)?"""
+    return bool(result.get("retire_worker")) or any(
+        isinstance(m, dict) and m.get("retire_worker") for m in result.get("batch_outcomes") or ())
+
+
+def gpu_slot_env(slot: int, visible: list[str], gpu_memory_mb: int | None, workers: int) -> dict:
+    """What one worker slot is told about the GPUs: the runner's visible devices (CUDA_VISIBLE_DEVICES, or all the
+    driver shows) spread over the slots, one device each, and its share of that device's memory
+    (DLCI_GPU_MEMORY_MB, the device targets' per-process cap: part of the OOM check). With one device every slot
+    shares it and keeps CUDA_VISIBLE_DEVICES as it was."""
+    env = {}
+    if len(visible) > 1:
+        env["CUDA_VISIBLE_DEVICES"] = visible[slot % len(visible)]
+    if gpu_memory_mb:
+        n = max(1, len(visible))
+        sharing = sum(1 for s in range(workers) if s % n == slot % n)  # the slots on this slot's device
+        env["DLCI_GPU_MEMORY_MB"] = str(max(256, int(gpu_memory_mb * 0.9) // sharing))
+    return env
 
 
 def run_isolated(job: Job, timeout: float | None = None, memory_mb: int = 2500, *,

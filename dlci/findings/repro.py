@@ -420,6 +420,8 @@ def comparison(finding, inst: Instance, target_name: str) -> dict:
         return {**ctx, "check": "classes", "rounding": rounding,
                 "oracle_code": _oracle_source(C.nan_classes, C.classes_differ)}
     rtol, atol = C.tolerance(r.dtype.name, arbitrated)
+    used = finding.distance or {}  # a device target's project may allow more on its device (Target.tolerances)
+    rtol, atol = max(rtol, used.get("rtol", 0.0)), max(atol, used.get("atol", 0.0))
     return {**ctx, "check": "values", "oracle_code": _oracle_source(C.values_differ),
             "tolerance": f"dict(rtol={rtol!r}, atol={atol!r}, multiplier={C.FP64_MULTIPLIER!r}, "
                          f"floor={C.rel_floor(r.dtype.name)!r})"}
@@ -500,12 +502,14 @@ def render_text(finding, inst: Instance, template: str | None = None) -> str:
     snippet = env.get_template(template or f"targets/{finding.target}.j2")
     # a snippet sets module_as_leaf when its entry point treats a standard torch.nn submodule apart (torch.fx)
     leaf = bool(getattr(snippet.make_module({"framework": inst.framework, "model": "", "n_outputs": 1,
-                                             "dynamic_shapes": "", "keep_params": False}), "module_as_leaf", False))
+                                             "dynamic_shapes": "", "keep_params": False, "device": ""}),
+                        "module_as_leaf", False))
     code, model = MODEL_CODE[inst.call["kind"]](inst, leaf=leaf)
     check = comparison(finding, inst, finding.target)
     from dlci.models import dynamic_shapes_code
     values = dict(framework=inst.framework, model=model, n_outputs=check.get("n_outputs", 1),
-                  dynamic_shapes=dynamic_shapes_code(inst), keep_params=_keeps_params(inst))
+                  dynamic_shapes=dynamic_shapes_code(inst), keep_params=_keeps_params(inst),
+                  device=finding.extra.get("device", ""))  # a device target's: the device the campaign ran on
     run = _block(snippet, "run", values)
     order = _tflite_order(inst, finding.target)
     if order:

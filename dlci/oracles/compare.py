@@ -119,7 +119,7 @@ def _rms(a: np.ndarray) -> float:
 
 def compare_one(got: np.ndarray, ref: np.ndarray, ref64: np.ndarray | None, *,
                 values: bool = True, rtol: float | None = None, atol: float | None = None,
-                steps: int = 0) -> dict | None:
+                steps: int = 0, widen: dict[str, tuple[float, float]] | None = None) -> dict | None:
     """Compare one output. Returns None when consistent, else {symptom, message, distance}. ``steps``: the
     quantization steps an integer output may be off by (a quantized model's values)."""
     got = np.asarray(got)
@@ -143,11 +143,13 @@ def compare_one(got: np.ndarray, ref: np.ndarray, ref64: np.ndarray | None, *,
                 "message": f"{int(diff.sum())} of {got.size} elements differ {how}",
                 "distance": {"mismatched": int(diff.sum()), "total": int(got.size),
                              "max_abs": float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64))))}}
-    return _compare_float(got, ref, None if ref64 is None else np.asarray(ref64), rtol, atol)
+    return _compare_float(got, ref, None if ref64 is None else np.asarray(ref64), rtol, atol, widen)
 
 
-def _compare_float(got, ref, ref64, rtol, atol) -> dict | None:
+def _compare_float(got, ref, ref64, rtol, atol, widen=None) -> dict | None:
     d_rtol, d_atol = tolerance(ref.dtype.name, ref64 is not None)
+    if widen and ref.dtype.name in widen:  # what the target's own project allows on its device, per dtype
+        d_rtol, d_atol = max(d_rtol, widen[ref.dtype.name][0]), max(d_atol, widen[ref.dtype.name][1])
     rtol = d_rtol if rtol is None else rtol
     atol = d_atol if atol is None else atol
     g, r = _as_real(got), _as_real(ref)
@@ -196,10 +198,12 @@ def _value_verdict(g, r, r64, rtol, atol, floor=FP64_REL_FLOOR) -> dict:
 
 def compare_outputs(got: list[np.ndarray], ref: list[np.ndarray], ref64: list[np.ndarray] | None, *,
                     skip_values: set[int] = frozenset(), ignore: set[int] = frozenset(), rtol: float | None = None,
-                    atol: float | None = None, quantized: set[int] = frozenset()) -> dict | None:
+                    atol: float | None = None, quantized: set[int] = frozenset(),
+                    widen: dict[str, tuple[float, float]] | None = None) -> dict | None:
     """Compare all outputs of one test; None when consistent. ``skip_values``: outputs compared by shape only;
     ``ignore``: outputs not compared at all (implementation-defined, e.g. statistics saved for backward);
-    ``quantized``: integer outputs holding quantized values, which may be one step off."""
+    ``quantized``: integer outputs holding quantized values, which may be one step off; ``widen``: (rtol, atol) per
+    dtype that a device target's project allows beyond the defaults (the larger of the two is used)."""
     if ignore and len(got) == len(ref):
         keep = [i for i in range(len(ref)) if i not in ignore]
         got, ref = [got[i] for i in keep], [ref[i] for i in keep]
@@ -212,7 +216,7 @@ def compare_outputs(got: list[np.ndarray], ref: list[np.ndarray], ref64: list[np
     for i, (g, r) in enumerate(zip(got, ref)):
         r64 = ref64[i] if ref64 is not None and i < len(ref64) else None
         verdict = compare_one(g, r, r64, values=i not in skip_values, rtol=rtol, atol=atol,
-                              steps=QUANTIZATION_STEPS if i in quantized else 0)
+                              steps=QUANTIZATION_STEPS if i in quantized else 0, widen=widen)
         if verdict is not None:
             verdict["distance"]["output"] = i
             if len(got) > 1:

@@ -17,7 +17,8 @@ Each registration names its kernel class (the last macro argument). A changed fu
 helper selects the operators whose kernels call it (callers found by identifier, including MLAS routines called from
 kernels); other changes in a file that registers kernels select the operators registered in that file. Kernels of
 the CPU execution provider reach the dlci targets ``onnxruntime`` and ``torch.onnx`` (the exporter's models run on
-ONNX Runtime's CPU provider); kernels of other providers are reported with no target.
+ONNX Runtime's CPU provider); kernels of the CUDA provider reach ``onnxruntime.cuda`` and ``torch.onnx.cuda`` (GPU
+runners); kernels of other providers are reported with no target.
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ KERNEL_DIRS = (PROVIDERS, CONTRIB)
 CODE_DIRS = (PROVIDERS, CONTRIB, MLAS)
 SUFFIXES = (".cc", ".cpp", ".h", ".hpp", ".cu", ".cuh", ".inc")
 CPU = "onnxruntime:cpu"  # the component the CPU execution provider's kernels belong to (dlci.targets.reaching)
+CUDA = "onnxruntime:cuda"  # ... and the CUDA execution provider's
 
 MACRO = re.compile(r"\bONNX_(?:CPU_)?OPERATOR_\w*KERNEL(?:_EX|_CLASS_NAME)?\b")
 DOMAINS = {"kOnnxDomain": "onnx", "kOnnxDomainAlias": "onnx", "kMLDomain": "ai.onnx.ml", "kMSDomain": "com.microsoft",
@@ -89,6 +91,7 @@ def _entries_in(path: str, text: str) -> list[Entry]:
         if not IDENT.fullmatch(op) or op in local:
             return None
         cpu = provider == "kCpuExecutionProvider"
+        targets = reaching(CPU) if cpu else reaching(CUDA) if provider == "kCudaExecutionProvider" else ()
         label = "kernel registration"
         if macro.endswith("_CLASS_NAME"):
             before = code[max(0, (start or 0) - 40):start or 0].rstrip()
@@ -96,7 +99,7 @@ def _entries_in(path: str, text: str) -> list[Entry]:
         conv = re.sub(r"\s+", "", cls) or op
         prov = provider.replace("ExecutionProvider", "").lstrip("k") or "?"
         e = Entry(op, DOMAINS.get(dom, dom), path, line, end_line, _kernel_classes(cls),
-                  f"{conv} [{prov}, opset {ver}]" if ver else conv, reaching(CPU) if cpu else (),
+                  f"{conv} [{prov}, opset {ver}]" if ver else conv, targets,
                   label + (f" (via {via})" if via else ""))
         out.append(e)
         return e

@@ -27,6 +27,7 @@ from typing import Callable
 
 from dlci.diff import Diff, GitRepo
 from dlci.targets import reaching
+from dlci.profiles._backends import backend_touches
 from dlci.profiles import register
 from dlci.profiles._tables import (Changed, Entry, Selector, brace_entries, calls, changed_regions, compact,
                                    cpp_names, cpp_refs, grep_words, reach, table_rows_changed, unquote, why_for)
@@ -283,6 +284,8 @@ class OpenVINOProfile(Profile):
     def analyse(self, repo: GitRepo, diff: Diff) -> ProfileResult:
         result = analyse_cpp_frontends(self.name, repo, diff, FRONTENDS)
         python = openvino_python.analyse(repo, diff, self.name)
-        result.touches += python.touches
-        result.unmapped += python.unmapped
+        backends = backend_touches(repo, diff, "openvino", self.name)  # the CPU and GPU plugins
+        for part in (python, backends):
+            result.touches += part.touches
+            result.unmapped += part.unmapped
         return result

@@ -7,8 +7,11 @@ Tables read at the revision analysed (head, and base for removed code):
   entry selects its operator; a changed C++ kernel (``aten/src/ATen/native/**``: ``TORCH_IMPL_FUNC(softplus_out)``,
   a function named in ``dispatch:``, or a CompositeImplicit kernel named after the operator) selects the entries
   dispatching to it and those delegating to them; a changed helper is followed to its callers (through
-  ``REGISTER_DISPATCH(stub, &kernel)`` to the code calling ``stub``). Native kernels reach every torch-consuming
-  dlci target; a kernel dispatched only to GPU keys reaches none (dlci runs on CPU).
+  ``REGISTER_DISPATCH(stub, &kernel)`` to the code calling ``stub``). Where the changed code runs decides the targets:
+  a CPU kernel (``native/cpu``, a ``CPU`` dispatch key) reaches every torch-consuming CPU target; a CUDA kernel
+  (``native/cuda``, ``native/cudnn``, ``.../cuda/``, a ``CUDA`` key) reaches the CUDA targets (torch.cuda,
+  torch.compile.cuda) only; device-generic code (a composite kernel, a structured kernel's shared part, a key for
+  both) reaches both; a kernel of another device (MPS, XPU, HIP...) reaches none.
 * ``torch/_decomp/*.py``: ``@register_decomposition(aten.x)`` / ``([aten.a.default, aten.b])``,
   ``@aten.x.default.py_impl(...)``, ``register_inplace(aten.x_, aten.x)`` -> targets that run decompositions
   (torch.compile, torch.onnx, tvm.from_exported_program, openvino.exported_program).
@@ -16,7 +19,9 @@ Tables read at the revision analysed (head, and base for removed code):
   ``@_make_elementwise_*_reference`` / ``@out_wrapper`` / ``@elementwise_type_promotion_wrapper`` functions, by the
   function name (``def softplus`` -> softplus). Registered references are decompositions (same targets).
 * ``torch/_inductor/lowering.py`` (``@register_lowering(aten.x)``, ``make_fallback(aten.x)``,
-  ``register_pointwise(aten.x)``...) and ``torch/_inductor/decomposition.py`` -> ``torch.compile``.
+  ``register_pointwise(aten.x)``...), ``torch/_inductor/decomposition.py`` and the templates' tuned lowerings in
+  ``torch/_inductor/kernel/*.py`` -> ``torch.compile`` and ``torch.compile.cuda`` (inductor's code generators
+  themselves, which no table maps to operators, are the ``backends`` profile's).
 
 Private helpers in those Python files select the registered functions that call them (same file).
 """
@@ -29,6 +34,7 @@ from dataclasses import dataclass, field
 from dlci.diff import Diff, GitRepo
 from dlci.targets import reaching
 from dlci.profiles import register
+from dlci.profiles._backends import backend_touches
 from dlci.profiles._tables import (Changed, Entry, PyFile, PyTables, Selector, analyse_python, blank_cpp, call_name,
                                    changed_regions, cpp_names, grep_words, line_of, line_starts, matching,
                                    module_statements, py_defs, reach, torch_ops_in, why_for)
@@ -41,7 +47,13 @@ NATIVE_SUFFIXES = (".cpp", ".cc", ".h", ".hpp", ".cu", ".cuh", ".mm")
 
 # the components of PyTorch that targets declare they run (dlci.targets.reaching)
 EAGER, DECOMPOSITIONS, INDUCTOR = "pytorch:eager", "pytorch:decompositions", "pytorch:inductor"
+EAGER_CUDA = "pytorch:eager.cuda"  # ATen's CUDA kernels (torch.cuda, and torch.compile.cuda's fallbacks)
 GPU_KEYS = re.compile(r"CUDA|MPS|HIP|XPU|MTIA|Vulkan|Metal|HPU|Lazy|IPU|ORT|MAIA|PrivateUse")
+CUDA_KEY = re.compile(r"CUDA")
+# kernels of every device (no device in the key): they run on the CPU and on CUDA alike
+GENERIC_KEYS = re.compile(r"^(Composite\w*|Math|DefaultBackend|Meta)$")
+CUDA_DIRS = re.compile(r"/(cuda|cudnn|nested/cuda|sparse/cuda|quantized/cuda|transformers/cuda)/")
+CPU_DIRS = re.compile(r"/(cpu|mkldnn|quantized/cpu|nested/cpu|sparse/cpu)/")
 GPU_DIRS = re.compile(r"/(cuda|mps|hip|miopen|cudnn|vulkan|metal|metal\w*|xpu|mtia|nested/cuda|sparse/cuda|"
                       r"quantized/cuda|transformers/cuda|transformers/hip)/")
 
@@ -97,7 +109,22 @@ def parse_native_functions(text: str) -> list[NativeEntry]:
 
 
 def _native_targets(keys: set[str]) -> tuple[str, ...]:
-    return reaching(EAGER) if not keys or any(not GPU_KEYS.search(k) for k in keys) else ()
+    """The targets of a kernel dispatched to ``keys`` (none: CompositeImplicitAutograd, every device)."""
+    cpu = not keys or any(not GPU_KEYS.search(k) for k in keys)
+    cuda = not keys or any(CUDA_KEY.search(k) or GENERIC_KEYS.match(k) for k in keys)
+    return tuple(dict.fromkeys((reaching(EAGER) if cpu else ()) + (reaching(EAGER_CUDA) if cuda else ())))
+
+
+def _path_targets(path: str, targets: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
+    """Where a native file's code runs narrows what its kernels reach: (targets, a note for the reason)."""
+    where = "/" + path
+    if CUDA_DIRS.search(where):
+        return reaching(EAGER_CUDA), " (CUDA kernel: the CUDA targets)"
+    if GPU_DIRS.search(where):
+        return (), " (GPU code of a device no dlci target runs)"
+    if CPU_DIRS.search(where):
+        return tuple(x for x in targets if x in reaching(EAGER)), " (CPU kernel: the CPU targets)"
+    return targets, ""
 
 
 class NativeTable:
@@ -284,7 +311,8 @@ def _python_file(path: str) -> bool:
     return path.endswith(".py") and (
         re.fullmatch(r"torch/_decomp/[^/]+\.py", path) is not None
         or (path.startswith("torch/_refs/") and "/test" not in path)
-        or path in ("torch/_inductor/lowering.py", "torch/_inductor/decomposition.py"))
+        or path in ("torch/_inductor/lowering.py", "torch/_inductor/decomposition.py")
+        or re.fullmatch(r"torch/_inductor/kernel/[^/]+\.py", path) is not None)  # templates' tuned lowerings
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -295,7 +323,7 @@ class PyTorchProfile(Profile):
     description = ("PyTorch: native_functions.yaml + ATen native kernels, torch/_decomp decompositions, torch/_refs "
                    "references, inductor lowerings")
     python_converter_files = ("torch/_decomp/*.py", "torch/_refs/**.py", "torch/_inductor/lowering.py",
-                              "torch/_inductor/decomposition.py")
+                              "torch/_inductor/decomposition.py", "torch/_inductor/kernel/*.py")
 
     def detect(self, repo: GitRepo) -> bool:
         return repo.exists(YAML) or (repo.exists("torch/_inductor/lowering.py")
@@ -306,6 +334,9 @@ class PyTorchProfile(Profile):
         analyse_python(sel, repo, diff, PyTables(repo, _python_reader), _python_file, what="function",
                        unmapped_why="changed code that no registered decomposition/lowering/reference reaches")
         self._native(sel, repo, diff)
+        backends = backend_touches(repo, diff, "pytorch", self.name)  # inductor's Triton and C++ code generators
+        sel.result.touches += backends.touches
+        sel.result.unmapped += backends.unmapped
         return sel.result
 
     def _native(self, sel: Selector, repo: GitRepo, diff: Diff) -> None:
@@ -331,14 +362,11 @@ class PyTorchProfile(Profile):
                 if path == YAML:
                     self._yaml_change(sel, ch, side, table, removed)
                     continue
-                gpu = GPU_DIRS.search("/" + path) is not None
                 for c in self._native_regions(repo, ch, side):
                     hits = reach(c, direct, callers) if c.names else []
                     for entry, chain in hits:
-                        why = why_for(chain, entry, "kernel")
-                        targets = () if gpu else entry.targets
-                        if gpu:
-                            why += " (GPU code: no dlci target runs it)"
+                        targets, note = _path_targets(path, entry.targets)
+                        why = why_for(chain, entry, "kernel") + note
                         if side == "base":
                             why += " (base line: code removed)"
                         sel.touch(entry, c.file, c.line, why, converter=chain[-1], targets=targets)

@@ -18,6 +18,7 @@ from typing import Callable
 from dlci.diff import Diff, FileChange, GitRepo
 from dlci.targets import reaching
 from dlci.profiles import register
+from dlci.profiles._backends import backend_touches
 from dlci.profiles._pymap import LIBRARY_ROOTS, PyIndex
 from dlci.profiles.base import Profile, ProfileResult, Touch
 
@@ -139,11 +140,15 @@ class TVMProfile(Profile):
                         hits = {k: v for k, v in hits.items() if not k[1].startswith("<module>@")}
                     for (file, region), (line, why) in hits.items():
                         explained.add((file, region))
+                        # a library op (relax.op, topi) is legalized the same way for every target: the GPU
+                        # targets compile it too, a frontend's own code only runs on its CPU targets
+                        library = any(fnmatch.fnmatch(file, p) for p in LIBRARY_CODE)
                         result.touches.append(Touch(
                             operator=entry.key, namespace=entry.namespace, converter=entry.converter,
                             file=file, line=line,
                             why=why if side == "head" else _base_why(why, entry.key in head_keys),
-                            targets=reaching(fe.component), profile=self.name))
+                            targets=reaching(fe.component) + (_shared_gpu_targets() if library else ()),
+                            profile=self.name))
                 # a change on the importer's own path runs for every graph: no map entry reaches it (or only the
                 # few converters that share the helper), so the operators every graph has stand in for "any graph"
                 path = _entry_path(index, fe.entry) if changed else set()
@@ -165,6 +170,9 @@ class TVMProfile(Profile):
             if (file, region) not in explained and not deletion_neighbour:  # a deletion shows on the base side
                 result.unmapped.append({"file": file, "line": line, "region": region,
                                         "why": "changed frontend code that no convert-map entry reaches"})
+        backends = backend_touches(repo, diff, "tvm", self.name)  # codegen, dlight, runtimes, TIR
+        result.touches += backends.touches
+        result.unmapped += backends.unmapped
         return result
 
     # -- helpers ------------------------------------------------------------------------------------------------
@@ -235,6 +243,12 @@ class TVMProfile(Profile):
                     names.setdefault(tr.region.name.split(".")[0] if tr.region.parent is None
                                      else tr.region.name.split(".")[-1], (ch.path, tr.line))
         return names
+
+
+def _shared_gpu_targets() -> tuple[str, ...]:
+    """The device targets that compile TVM's library ops (relax.op, topi) through the same legalization."""
+    from dlci.targets import registry
+    return tuple(n for n in reaching("tvm:topi") if registry()[n].on_accelerator)
 
 
 def _base_why(why: str, still_mapped: bool) -> str:

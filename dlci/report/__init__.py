@@ -12,6 +12,9 @@ def verdict(doc: dict) -> str:
     st = doc["stats"]
     tail = " (interrupted: partial results)" if st.get("interrupted") else ""
     tail = (f" ({known} more match known issues)" if known else "") + tail
+    if n == 0 and not st.get("tests_run") and st.get("targets_not_on_runner"):
+        return (f"Nothing ran on this runner: {', '.join(st['targets_not_on_runner'])} need a device it does not "
+                f"have{tail}.")
     if n == 0:
         return f"No confirmed findings in {st['tests_valid']} valid tests{tail}."
     return f"{n} confirmed finding{'s' if n != 1 else ''} in {st['tests_valid']} valid tests{tail}."
@@ -194,6 +197,15 @@ def render_markdown(doc: dict) -> str:
     for t, c in (st.get("per_target") or {}).items():
         lines.append(f"| {t} | {c['pass']} | {c['unsupported']} | {c['invalid']} | {c['crash']} | "
                      f"{c['inconsistency']} |")
+    if st.get("devices"):
+        lines += ["", "Devices: " + "; ".join(f"{t} on {d}" for t, d in st["devices"].items()) + "."]
+    if st.get("device_notes"):
+        lines += ["", "Device oracle (not reported as bugs): " + "; ".join(
+            f"{k} ({n})" for k, n in st["device_notes"].items()) + "."]
+    if st.get("targets_not_on_runner"):
+        lines += ["", "## Not on this runner", "", "Device targets that were asked for but cannot run here "
+                  "(not failures: a runner with the device tests them):", ""]
+        lines += [f"- `{t}`: {why}" for t, why in st["targets_not_on_runner"].items()]
     if st.get("not_reproduced_in_budget"):
         lines += ["", f"Reproducers the budget left no time to run alone (rendered, confirmed in dlci's workers): "
                   f"{', '.join(st['not_reproduced_in_budget'])}."]

@@ -68,7 +68,8 @@ def scan(req: ScanRequest) -> Report:
     def nothing_to_test(reason: str) -> Report:
         pr["nothing_to_test"] = reason
         stats = {"tests_run": 0, "tests_valid": 0, "seconds": round(time.time() - t0, 2), "per_target": {},
-                 "operators": 0, "instances": 0}
+                 "operators": 0, "instances": 0,
+                 **({"targets_not_on_runner": pr["targets_not_on_runner"]} if pr.get("targets_not_on_runner") else {})}
         report = Report(findings=[], stats=stats, pr=pr)
         report.write(out)
         say(f"nothing to test: {reason}")
@@ -78,6 +79,10 @@ def scan(req: ScanRequest) -> Report:
         return nothing_to_test("the diff touches no operator converter that a profile recognises")
 
     chosen, want = _targets(analysis, config, req, pr)
+    if not chosen and pr.get("targets_not_on_runner"):
+        return nothing_to_test(f"the touched code is reached by target(s) "
+                               f"{', '.join(sorted(pr['targets_not_on_runner']))}, which need a device this runner "
+                               "does not have (a runner pool's gpu shard tests them)")
     if not chosen:
         return nothing_to_test(f"the touched converters are reached by target(s) "
                                f"{', '.join(sorted({x for t in analysis.touches for x in t.targets})) or '-'}, "
@@ -116,6 +121,7 @@ def scan(req: ScanRequest) -> Report:
             f"{', '.join(chosen)}; budget {options.budget:.0f} s")
 
         campaign = Campaign({i.id: i for i in instances}, dict(chosen),
+                            not_on_runner=dict(pr.get("targets_not_on_runner") or {}),
                             preferred_ops=list(dict.fromkeys(c for t in analysis.touches
                                                              for c in operators.canonical(t.operator, t.namespace))))
         tests = stages.plan(instances, campaign.targets, route=route,
@@ -199,19 +205,25 @@ def _targets(analysis, config: Config, req: ScanRequest, pr: dict) -> tuple[dict
     wanted = req.targets or config.targets or None
     plain = [t for t in wanted or [] if not t.startswith("rule.")]  # rule.<name>: selection.rule_targets
     reached = sorted({x for t in analysis.touches for x in t.targets})
-    chosen = targets.select(plain) if plain else {} if wanted else targets.select("all")
+    absent: dict[str, str] = {}  # device targets whose device is not here
+    chosen = targets.select(plain, absent) if plain else {} if wanted else targets.select("all", absent)
     if reached:
         registry = targets.registry()
-        missing = [x for x in reached if x not in registry or not registry[x].available()]
+        missing = [x for x in reached if x not in registry or registry[x].probe is None
+                   and not registry[x].available()]
         if missing:
             pr["targets_not_installed"] = missing
         chosen = {n: t for n, t in chosen.items() if n in reached}
+        absent = {n: why for n, why in absent.items() if n in reached or n in plain}
+    if absent:
+        pr["targets_not_on_runner"] = absent
+        req.options.progress(targets.not_on_runner_note(absent))
     want = selection.canonical_targets(analysis, chosen)
     rules = selection.rule_targets(analysis, config, req.targets)
     if rules:  # a library's own PR: its equivalence rules run on the operators it touched
         chosen.update(rules)
         for t in analysis.touches:
-            if t.profile in selection.RULE_LIBRARIES:
+            if t.profile in selection.RULE_LIBRARIES and not selection.device_only(t):
                 for canon in operators.canonical(t.operator, t.namespace):
                     want.setdefault(canon, set()).update(
                         n for n, r in rules.items() if r.rule.library == selection.RULE_LIBRARIES[t.profile])

@@ -21,11 +21,20 @@ def canonical_targets(analysis, chosen: dict) -> dict[str, set[str]]:
     return {c: ts for c, ts in want.items() if ts}
 
 
+def device_only(touch) -> bool:
+    """Only device targets (GPU runners) reach this touched code."""
+    from dlci.targets import registry
+    reg = registry()
+    return bool(touch.targets) and all(n in reg and reg[n].on_accelerator for n in touch.targets)
+
+
 def rule_targets(analysis, config: Config, named: list[str] | None) -> dict:
     """Equivalence rules for the touched library (all of its rules unless .dlci.yml `rules` names some or says
     [none]); explicit --targets naming rule.<name> targets are honoured as well."""
     from dlci.rules import rule_targets as select
-    libraries = {RULE_LIBRARIES[p] for p in analysis.profiles if p in RULE_LIBRARIES}
+    # the rules run the library on the CPU: a PR whose touches only device targets reach (a CUDA kernel) gets none
+    libraries = {RULE_LIBRARIES[t.profile] for t in analysis.touches
+                 if t.profile in RULE_LIBRARIES and not device_only(t)}
     rules_named = [t for t in (named or []) if t.startswith("rule.")]
     if config.rules is not None and [r.lower() for r in config.rules] == ["none"]:
         return select(rules_named) if rules_named else {}

@@ -55,27 +55,59 @@ def accepting(framework: str) -> tuple[str, ...]:
     return tuple(name for name, t in registry().items() if framework in t.frameworks)
 
 
-def select(names: list[str] | str) -> dict[str, Target]:
-    """The targets a user named (``all``: every installed one). Unknown or uninstalled names are usage errors.
+def select(names: list[str] | str, absent: dict[str, str] | None = None) -> dict[str, Target]:
+    """The targets a user named (``all``: every one that can run here). Unknown names, and CPU targets whose package
+    is not installed, are usage errors. A device target whose device is not on this runner is left out, never an
+    error (GPU targets named on a CPU runner have nothing to test there): ``absent`` receives its name and the reason.
     (Equivalence rules are targets too, selected by :func:`dlci.rules.rule_targets`.)"""
     names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
     names = [n for n in names if n]
+    absent = {} if absent is None else absent
     if names == ["all"]:
-        chosen = {n: t for n, t in registry().items() if t.available()}
+        chosen = {}
+        for n, t in registry().items():
+            if t.available():
+                chosen[n] = t
+            elif t.probe is not None:
+                absent[n] = t.presence().reason
         if not chosen:
             raise UsageError("no target available: install the frameworks (pip install 'dlci[all]')")
         return chosen
     unknown = [n for n in names if n not in registry()]
     if unknown:
         raise UsageError(f"unknown target(s) {', '.join(unknown)}; known: {', '.join(sorted(TARGETS))}")
-    missing = [n for n in names if not TARGETS[n].available()]
+    missing = [n for n in names if TARGETS[n].probe is None and not TARGETS[n].available()]
     if missing:
         raise UsageError(f"target(s) not installed here: {', '.join(missing)} (pip install 'dlci[all]')")
     if not names:
         raise UsageError("no target selected")
-    return {n: TARGETS[n] for n in names}
+    for n in names:
+        if TARGETS[n].probe is not None and not TARGETS[n].available():
+            absent[n] = TARGETS[n].presence().reason
+    return {n: TARGETS[n] for n in names if n not in absent}
 
 
-__all__ = ["TARGETS", "Target", "register", "registry", "get", "available_targets", "reaching", "accepting", "select"]
+# the components whose code generation or kernels differ on aarch64 (LLVM's AArch64 backend, the OpenVINO CPU
+# plugin's ARM kernels and ACL executors, MLAS's NEON/SVE kernels, inductor's C++ with ARM vectorisation): a target
+# reaching one is worth an arm64 runner (dlci.github.shards)
+ARCH_SPECIFIC = frozenset({"tvm:codegen.llvm", "openvino:cpu", "onnxruntime:cpu", "pytorch:inductor.cpp"})
+
+
+def arch_specific(target: Target) -> bool:
+    return not target.on_accelerator and bool(ARCH_SPECIFIC & set(target.reaches))
+
+
+def runner_kind(target: Target) -> str:
+    """The kind of runner a target needs: ``gpu`` for a device target, else ``cpu`` (x86-64 or aarch64)."""
+    return "gpu" if target.on_accelerator else "cpu"
+
+
+def not_on_runner_note(absent: dict[str, str]) -> str:
+    """One line per absent device target, as the commands print it."""
+    return "; ".join(f"{n}: not on this runner ({why})" for n, why in sorted(absent.items()))
+
+
+__all__ = ["TARGETS", "Target", "register", "registry", "get", "available_targets", "reaching", "accepting", "select",
+           "not_on_runner_note", "ARCH_SPECIFIC", "arch_specific", "runner_kind"]
 
 registry()  # the built-in targets are registered when this package is imported (they import no framework)

@@ -39,7 +39,10 @@ class Target:
     # the code this target runs, as "<project>:<component>" ("tvm:frontend.onnx", "onnxruntime:cpu",
     # "pytorch:decompositions"): a diff profile that maps a change to a component selects every target reaching it
     reaches: ClassVar[tuple[str, ...]] = ()
-    device: ClassVar[str] = "cpu"          # where the compiled model runs
+    device: ClassVar[str] = "cpu"          # where the compiled model runs: cpu, cuda, vulkan, gpu (OpenVINO's GPU)
+    # the probe (a key of dlci.devices.PROBES) that finds at run time whether that device is on this runner; None:
+    # the CPU, always here. A device target is absent ("not on this runner", with the reason), never a failure
+    probe: ClassVar[str | None] = None
     timeout: ClassVar[float | None] = None  # seconds per test when the run's default is too short
     warm_imports: ClassVar[tuple[str, ...]] = ()  # modules a worker imports before its first test of this target
     test_style: ClassVar[str | None] = None  # a key of dlci.findings.test_style.STYLES (None: standalone script only)
@@ -74,8 +77,47 @@ class Target:
         except importlib.metadata.PackageNotFoundError:
             return ""
 
+    def presence(self):
+        """Can this target run here? A :class:`dlci.devices.Presence`: the package, then the device."""
+        from dlci.devices import Presence, presence
+        found = presence(self.probe) if self.probe else None
+        if found is not None and not found.present:
+            return found  # the probe says why (a CPU-only build, no device...)
+        if not self.version():
+            return Presence(False, f"{self.package} is not installed")
+        return found or Presence(True, "cpu")
+
     def available(self) -> bool:
-        return bool(self.version())
+        return bool(self.version()) and (self.probe is None or self.presence().present)
+
+    @property
+    def on_accelerator(self) -> bool:
+        return self.device != "cpu"
+
+    # -- the device-differential oracle (dlci.oracles.device); the CPU targets keep these defaults ----------------
+    def tolerances(self, instance) -> dict[str, tuple[float, float]]:
+        """(rtol, atol) per output dtype that this target's own project allows on its device for this instance,
+        beyond dlci's defaults (PyTorch: OpInfo's toleranceOverride for CUDA)."""
+        return {}
+
+    def expected_to_differ(self, instance) -> str | None:
+        """Why this instance's result on the device is not expected to equal the CPU's, when the target's project
+        says so (OpInfo: a skip or xfail of PyTorch's own CPU-vs-CUDA test); None otherwise."""
+        return None
+
+    def deterministic_run(self, compiled: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray] | str | None:
+        """Run again with the framework's deterministic algorithms: the outputs, or the framework's statement that
+        the computation has no deterministic implementation (a str), or None when the target has no such mode."""
+        return None
+
+    def device_name(self) -> str:
+        """The accelerator this process runs the target on, as its framework names it (reports, reproducers)."""
+        return self.device
+
+    def device_error(self, exc: BaseException) -> str | None:
+        """A device error that poisons the process (CUDA: illegal memory access, device-side assert): its short
+        name, else None. The test is a crash and the worker is replaced after it."""
+        return None
 
     def is_unsupported(self, exc: BaseException, stage: str) -> bool:
         """True when the exception is the target saying "I do not support this", not a bug."""

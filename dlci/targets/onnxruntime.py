@@ -1,6 +1,9 @@
-"""ONNX Runtime (CPU execution provider, default graph optimizations) on the ONNX form."""
+"""ONNX Runtime on the ONNX form, default graph optimizations: the CPU execution provider (``onnxruntime``) and the
+CUDA execution provider of onnxruntime-gpu (``onnxruntime.cuda``: every node on CUDA or the session is refused, so a
+kernel the provider lacks is unsupported rather than silently run by the CPU)."""
 from __future__ import annotations
 
+import os
 from typing import Any, Sequence
 
 import numpy as np
@@ -27,13 +30,40 @@ def ort_unsupported(exc: BaseException) -> bool:
     return False
 
 
-def ort_session(model: Any) -> Any:
+# the session refuses a graph some of whose nodes only the CPU provider can run (session.disable_cpu_ep_fallback)
+CPU_FALLBACK_REFUSED = "fallback to CPU EP has been explicitly disabled"
+
+
+def ort_session(model: Any, device: str = "cpu") -> Any:
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.log_severity_level = 3
     so.intra_op_num_threads = 1  # workers share few cores
     so.inter_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    if device == "cpu":
+        return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    if hasattr(ort, "preload_dlls"):  # CUDA and cuDNN from the pip packages CUDA torch installed
+        ort.preload_dlls()
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")  # test the CUDA kernels, not the CPU's
+    limit = os.environ.get("DLCI_GPU_MEMORY_MB", "")  # the worker's share of device memory
+    options = {"gpu_mem_limit": str(int(limit) << 20)} if limit.isdigit() else {}
+    return ort.InferenceSession(model.SerializeToString(), so, providers=[("CUDAExecutionProvider", options)])
+
+
+def cuda_sticky_error(exc: BaseException) -> str | None:
+    """ORT's CUDA provider reports a poisoned context as a CUDA failure status."""
+    from dlci.targets._cuda import sticky_cuda_error
+    return sticky_cuda_error(exc)
+
+
+def cuda_device_name() -> str:
+    """The GPU the CUDA provider runs on (device 0 of the visible ones), as nvidia-smi names it."""
+    from dlci.devices import nvidia_names
+    names = nvidia_names()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    first = visible.split(",")[0] if visible else "0"
+    name = next((n for n in names if n.startswith(f"cuda:{first} ")), names[0] if names else "cuda")
+    return name + (f" (CUDA_VISIBLE_DEVICES={visible})" if visible else "")
 
 
 def ort_run(sess: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -65,3 +95,29 @@ class ONNXRuntime(Target):
 
     def run(self, sess: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         return ort_run(sess, inputs)
+
+
+class ORTOnCUDA:
+    """ORT's CUDA execution provider (onnxruntime-gpu), judged against the CPU reference."""
+    device = "cuda"
+    probe = "onnxruntime:cuda"
+    package = "onnxruntime-gpu"
+    test_style = None
+
+    def is_unsupported(self, exc: BaseException, stage: str) -> bool:
+        return any(CPU_FALLBACK_REFUSED in str(e) for e in chain(exc)) or ort_unsupported(exc)
+
+    def compile(self, model: Any) -> Any:
+        return ort_session(model, "cuda")
+
+    def device_error(self, exc: BaseException) -> str | None:
+        return cuda_sticky_error(exc)
+
+    def device_name(self) -> str:
+        return cuda_device_name()
+
+
+@register
+class ONNXRuntimeCUDA(ORTOnCUDA, ONNXRuntime):
+    name = "onnxruntime.cuda"
+    reaches = ("onnxruntime:cuda",)

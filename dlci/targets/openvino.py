@@ -147,3 +147,25 @@ class OpenVINOTFLite(_OpenVINO):
 
     def convert(self, buf: bytes, inputs: Sequence[np.ndarray]) -> Any:
         return _via_file(buf, ".tflite")
+
+
+@register
+class OpenVINOONNXGPU(OpenVINOONNX):
+    """The ONNX frontend's model on OpenVINO's GPU plugin (Intel GPUs, through OpenCL), f32 as on the CPU: the GPU
+    plugin's default is f16, which would report its rounding as bugs."""
+    name = "openvino.onnx.gpu"
+    device = "gpu"
+    probe = "openvino:GPU"
+    reaches = ("openvino:gpu",)
+    test_style = None
+
+    def compile(self, model: Any) -> Any:
+        import openvino as ov
+        return ov.Core().compile_model(model, "GPU", {"INFERENCE_PRECISION_HINT": "f32"})
+
+    def device_name(self) -> str:
+        import openvino as ov
+        try:
+            return f"GPU {ov.Core().get_property('GPU', 'FULL_DEVICE_NAME')}"
+        except Exception:  # noqa: BLE001 - no GPU plugin device: the test itself said so
+            return "GPU"

@@ -8,7 +8,7 @@ import numpy as np
 from dlci.models.convert import flatten_outputs, np_to_torch
 from dlci.targets._common import chain
 from dlci.targets.base import Target, register
-from dlci.targets.onnxruntime import ort_run, ort_session, ort_unsupported
+from dlci.targets.onnxruntime import ORTOnCUDA, ort_run, ort_session, ort_unsupported
 
 
 class _Compiled:
@@ -109,3 +109,13 @@ class TorchONNX(Target):
 
     def run(self, sess: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         return ort_run(sess, inputs)
+
+
+@register
+class TorchONNXCUDA(ORTOnCUDA, TorchONNX):
+    """The exporter's model on ORT's CUDA execution provider: the export is the CPU target's, the kernels are CUDA's."""
+    name = "torch.onnx.cuda"
+    reaches = ("onnxruntime:cuda",)
+
+    def is_unsupported(self, exc: BaseException, stage: str) -> bool:
+        return ORTOnCUDA.is_unsupported(self, exc, stage) or TorchONNX.is_unsupported(self, exc, stage)

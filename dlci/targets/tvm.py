@@ -53,8 +53,8 @@ class TVMFromExportedProgram(_TVM):
     name = "tvm.from_exported_program"
     frameworks = ("torch",)
     form = "exported_program"
-    reaches = ("tvm:frontend.exported_program", "tvm:relax", "tvm:codegen.llvm", "pytorch:eager",
-               "pytorch:export", "pytorch:decompositions")
+    reaches = ("tvm:frontend.exported_program", "tvm:relax", "tvm:topi", "tvm:tir", "tvm:codegen.llvm",
+               "pytorch:eager", "pytorch:export", "pytorch:decompositions")
 
     def convert(self, ep: Any, inputs: Sequence[np.ndarray]) -> Any:
         from tvm.relax.frontend.torch import from_exported_program
@@ -66,7 +66,7 @@ class TVMFromFX(_TVM):
     name = "tvm.from_fx"
     frameworks = ("torch",)
     form = "fx_graph"
-    reaches = ("tvm:frontend.fx", "tvm:relax", "tvm:codegen.llvm", "pytorch:eager", "pytorch:fx")
+    reaches = ("tvm:frontend.fx", "tvm:relax", "tvm:topi", "tvm:tir", "tvm:codegen.llvm", "pytorch:eager", "pytorch:fx")
 
     def convert(self, gm: Any, inputs: Sequence[np.ndarray]) -> Any:
         from tvm.relax.frontend.torch import from_fx
@@ -82,7 +82,7 @@ class TVMFromONNX(_TVM):
     # convert+compile of 16 packed node models: 0.3 s vs 2.4 s alone; end to end the same tests per minute so far
     # (benchmarks/throughput.py: references and torch.onnx exports dominate), with identical statuses per test
     batch_size = 16
-    reaches = ("tvm:frontend.onnx", "tvm:relax", "tvm:codegen.llvm", "pytorch:eager")
+    reaches = ("tvm:frontend.onnx", "tvm:relax", "tvm:topi", "tvm:tir", "tvm:codegen.llvm", "pytorch:eager")
     exporters = {"torch": "torch.onnx"}
 
     def convert(self, model: Any, inputs: Sequence[np.ndarray]) -> Any:
@@ -117,10 +117,62 @@ class TVMFromTFLite(_TVM):
     frameworks = ("keras", "tflite")
     form = "tflite"
     tflite_outputs = True
-    reaches = ("tvm:frontend.tflite", "tvm:relax", "tvm:codegen.llvm", "tensorflow:lite.converter")
+    reaches = ("tvm:frontend.tflite", "tvm:relax", "tvm:topi", "tvm:tir", "tvm:codegen.llvm",
+               "tensorflow:lite.converter")
 
     def convert(self, buf: bytes, inputs: Sequence[np.ndarray]) -> Any:
         import tflite
         from tvm.relax.frontend.tflite import from_tflite
         model = tflite.Model.GetRootAsModel(buf, 0)
         return from_tflite(model)
+
+
+class _TVMOnGPU:
+    """TVM's GPU code generation on one of its GPU targets: the default Relax pipeline of that target (for CUDA: the
+    dlight default schedules, CUDA codegen, NVRTC), the model on the device, the outputs copied back."""
+    kind: str = ""
+    test_style = None
+    batch_size = 1  # the device oracle runs a failing model again: one test per model
+
+    def compile(self, converted: Any) -> Any:
+        import tvm
+        mod, params = converted if isinstance(converted, tuple) else (converted, [])
+        target = tvm.target.Target(self.kind)
+        ex = tvm.compile(mod, target=target)
+        return tvm.relax.VirtualMachine(ex, getattr(tvm, self.kind)(0)), params
+
+    def run(self, compiled: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        import tvm
+        vm, params = compiled
+        dev = getattr(tvm, self.kind)(0)
+        out = vm["main"](*[tvm.runtime.tensor(np.require(x, requirements="C"), device=dev)
+                           for x in [*inputs, *params]])
+        dev.sync()
+        return flatten_outputs(out)
+
+    def device_error(self, exc: BaseException) -> str | None:
+        from dlci.targets._cuda import sticky_cuda_error
+        return sticky_cuda_error(exc) if self.kind == "cuda" else None
+
+    def device_name(self) -> str:
+        import tvm
+        dev = getattr(tvm, self.kind)(0)
+        return f"{self.kind}:0 {dev.device_name}" if dev.exist else self.kind
+
+
+@register
+class TVMFromONNXCUDA(_TVMOnGPU, TVMFromONNX):
+    name = "tvm.from_onnx.cuda"
+    device = kind = "cuda"
+    probe = "tvm:cuda"
+    reaches = ("tvm:relax", "tvm:topi", "tvm:tir", "tvm:tir.gpu", "tvm:codegen.cuda", "tvm:dlight", "tvm:topi.gpu",
+               "tvm:runtime.cuda")
+
+
+@register
+class TVMFromONNXVulkan(_TVMOnGPU, TVMFromONNX):
+    name = "tvm.from_onnx.vulkan"
+    device = kind = "vulkan"
+    probe = "tvm:vulkan"
+    reaches = ("tvm:relax", "tvm:topi", "tvm:tir", "tvm:tir.gpu", "tvm:codegen.vulkan", "tvm:dlight",
+               "tvm:topi.gpu", "tvm:runtime.vulkan")
