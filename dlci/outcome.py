@@ -33,6 +33,7 @@ class Outcome:
     coverage: dict = field(default_factory=dict)  # traced converter file -> sorted lines run while converting
     digest: list = field(default_factory=list)     # per output: shape and summary numbers of what the target gave
     batch: int = 1                # tests that shared this one's convert and compile (dlci.testcase.execute_batch)
+    localised: dict = field(default_factory=dict)  # a graph test's failure localised to an operator (oracles.localise)
 
     @property
     def valid(self) -> bool:

@@ -91,11 +91,15 @@ def _prepare(instance: Instance, target, out: Outcome, hook) -> _Prepared | None
     t = time.perf_counter()
     try:
         ref, ref64 = models.reference(instance)
+        why = models.spec_violation(instance)
     except Exception as e:
         _invalid(out, "reference", e)
         return None
     finally:
         out.timings["reference"] = time.perf_counter() - t
+    if why:  # a generated graph outside the specification tests no target (dlci.oracles.witness)
+        out.status, out.stage, out.symptom, out.message = INVALID, "reference", "outside the specification", why
+        return None
 
     # model form
     hook("model")
@@ -207,6 +211,10 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
         value = _target_stages(target, prep.model, prep.inputs, instance.seed, out, hook, trace_files)
         if value is not None:
             _judge(prep, target, value, out, hook)
+        from dlci.oracles.localise import localise, wants_localisation
+        if wants_localisation(instance, out):  # a graph's failure: which operator, and does it need the others
+            localise(instance, target_name, out, prep.ref, prep.ref64,
+                     lambda inst, name: execute(inst, name, stage_hook=hook), hook)
     out.seconds = time.perf_counter() - t_start
     return out
 

@@ -21,11 +21,16 @@ def run(instances: Sequence[Instance], targets: dict, options: RunOptions, *, ro
         ) -> Report:
     """Run a campaign and write its report into ``options.out``. ``route``: the targets each instance goes to
     (default: every target that accepts its framework)."""
+    campaign = Campaign({i.id: i for i in instances}, dict(targets))
+    return run_tests(campaign, stages.plan(instances, campaign.targets, route=route), options)
+
+
+def run_tests(campaign: Campaign, tests, options: RunOptions) -> Report:
+    """The stages on given tests: a plan, or a source that makes its tests as it goes (``self_scheduling``: the
+    graph fuzzer, which adds its instances to ``campaign.instances`` as it makes them)."""
     out = options.out
     (out / "repro").mkdir(parents=True, exist_ok=True)
     clock = Clock(options.budget or 0.0)
-    campaign = Campaign({i.id: i for i in instances}, dict(targets))
-    tests = stages.plan(instances, campaign.targets, route=route)
     findings: list = []
     try:
         with stages.open_engine(options, campaign.targets) as engine:
@@ -58,4 +63,5 @@ def publish(campaign: Campaign, findings: list, options: RunOptions, *, env: dic
     return report
 
 
-__all__ = ["Campaign", "Clock", "FAIL_ON", "Report", "Route", "RunOptions", "Test", "publish", "run", "stages"]
+__all__ = ["Campaign", "Clock", "FAIL_ON", "Report", "Route", "RunOptions", "Test", "publish", "run", "run_tests",
+           "stages"]

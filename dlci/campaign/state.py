@@ -38,6 +38,7 @@ class Campaign:
     # canonical operators in the order a PR touched them (most directly first): a finding whose failure spans
     # several operators is shown on the one the PR touched most directly
     preferred_ops: list[str] = field(default_factory=list)
+    extra_stats: dict = field(default_factory=dict)  # a source's own figures (the graph fuzzer's coverage)
 
     def face(self, instance_id: str, spread: bool = False) -> tuple[int, int, int]:
         """How well an instance stands for a finding (smaller is better): of the operator the PR touched most
@@ -147,4 +148,5 @@ class Campaign:
             "engine": self.engine_info,
             **({"arms": self.arms} if self.arms else {}),
             **({"ended_early": self.ended_early} if self.ended_early else {}),
+            **{k: (v() if callable(v) else v) for k, v in self.extra_stats.items()},
         }

@@ -423,6 +423,21 @@ def _onnx_reference(instance: Instance):
     return ref, ref64
 
 
+def spec_violation(instance: Instance) -> str | None:
+    """For a generated or reduced graph (an ``onnx_model`` instance marked ``localise``): why it is outside the ONNX
+    specification (dlci.oracles.witness), or None; cached with the reference. Other instances: None."""
+    if instance.framework != "onnx" or not instance.call.get("localise"):
+        return None
+
+    def make():
+        from dlci.oracles import witness
+        if not witness.available():
+            return None
+        ref, ref64 = reference(instance)
+        return witness.outside_spec(build(instance, "onnx"), instance.input_arrays(), ref, ref64)
+    return _cached(instance, "spec", make)
+
+
 def exported_reference(instance: Instance, form: str, ref: list[np.ndarray], ref64: list[np.ndarray] | None
                        ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
     """The reference of an instance that reaches a target through an exporter (a torch instance exported to ONNX):

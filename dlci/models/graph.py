@@ -24,6 +24,7 @@ import copy
 import json
 import math
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -439,7 +440,9 @@ class Graph:
             model = wide
             arrays = [a.astype(np.float64) if a.dtype == np.float32 else a for a in arrays]
         feed = dict(zip([v.name for v in self.inputs], arrays))
-        got = ReferenceEvaluator(model).run(None, feed, intermediate=intermediate)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = ReferenceEvaluator(model).run(None, feed, intermediate=intermediate)
         if intermediate:
             return {k: np.asarray(v) for k, v in dict(got).items() if k}
         return [np.asarray(o) for o in got]

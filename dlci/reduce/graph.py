@@ -38,6 +38,7 @@ import numpy as np
 
 from dlci.instance import Instance, Origin, TensorSpec
 import dlci.reduce.edit as E
+from dlci.findings import LOCALISED_IN_GRAPH
 
 __all__ = ["operators", "is_multi_operator", "graph_pass", "cut_model", "instance_from_model", "PASS_THROUGH"]
 
@@ -456,6 +457,9 @@ def graph_pass(s) -> None:
         return
     parts = s.signature.split("|")
     anchors = base.anchors(inst.op) if len(parts) >= 3 and parts[2] == inst.op else set()
+    if not anchors and len(parts) >= 3 and inst.call.get("localise"):
+        # a localised graph failure names the operator it belongs to (dlci.oracles.localise): keep one of those
+        anchors = base.anchors(parts[2].removesuffix(LOCALISED_IN_GRAPH))
     cut = _Cutter(s, base, anchors)
     total = len(base.nodes)
     keep = list(range(total))

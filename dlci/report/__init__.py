@@ -110,6 +110,42 @@ def _ops_part(red: dict) -> str:
     return f"{before} to {after} operators, " if before and after and before != after else ""
 
 
+def _graph_lines(f: dict) -> list[str]:
+    """A graph finding: the operator it is localised to, the graph's operators, each one alone."""
+    g = f.get("graph")
+    if not g:
+        return []
+    ops = " -> ".join(g.get("node_types") or []) or "?"
+    lines = [f"- localised to `{g.get('localised_to')}` (node {g.get('node') or '-'}); the graph: {ops}"]
+    alone = g.get("each_operator_alone") or {}
+    if alone:
+        lines.append("- each operator alone on this target, inputs from the reference: "
+                     + ", ".join(f"{k} {v}" for k, v in alone.items()))
+    if g.get("multi_operator_only"):
+        lines.append(f"- **multi-operator only**: every one of the {g.get('operators')} operators passes alone; the "
+                     "failure needs them together")
+    return lines
+
+
+def _fuzz_section(fz: dict) -> list[str]:
+    cov = fz.get("coverage") or {}
+    nets = fz.get("networks") or {}
+    lines = ["## Graph fuzzing", "",
+             f"Strategy {(fz.get('strategy') or {}).get('strategy', '?')}: {nets.get('kept', 0)} networks run "
+             f"({nets.get('generated', 0)} generated: {nets.get('rejected', 0)} rejected by validation, "
+             f"{nets.get('no_new_coverage', 0)} added no coverage), {nets.get('mean_operators', 0)} operators on "
+             f"average; corpus {(fz.get('corpus') or {}).get('blocks', '?')} blocks over "
+             f"{(fz.get('corpus') or {}).get('operators', '?')} operators.", "",
+             "| OTC | IDC | ODC | SEC | SPC | OLC |", "|---|---|---|---|---|---|",
+             "| " + " | ".join(f"{cov.get(k, 0):.1%}" for k in ("OTC", "IDC", "ODC", "SEC", "SPC", "OLC")) + " |", ""]
+    tl = fz.get("timeline") or []
+    if len(tl) > 2:
+        marks = [tl[int(i * (len(tl) - 1) / 4)] for i in range(5)]
+        lines += ["Over time (seconds of testing: OLC):  " + ", ".join(f"{p['t']:.0f} s: {p['OLC']:.1%}"
+                                                                    for p in marks), ""]
+    return lines
+
+
 def render_markdown(doc: dict) -> str:
     st = doc["stats"]
     lines = ["# dlci report", "", f"**{verdict(doc)}**", "",
@@ -133,11 +169,14 @@ def render_markdown(doc: dict) -> str:
                          + (f"; the parameters that matter: {', '.join(f['reduction']['params_that_matter'])}"
                             if f['reduction'].get('params_that_matter') else "")]
                         if (f.get("reduction") or {}).get("changed") and f["reduction"].get("confirmed") else []),
+                      *_graph_lines(f),
                       *([f"- the same failure also shows through: {', '.join(f['also_in'])}"] if f.get("also_in") else []),
                       f"- new in PR: {_new_in_pr(f)}",
                       f"- reproducer: `{f['repro']}` (run it alone: exits 1 while the bug reproduces)", "",
                       "<details><summary>message</summary>", "", "```", f["message"][:1500], "```", "", "</details>",
                       ""]
+    if st.get("fuzz"):
+        lines += _fuzz_section(st["fuzz"])
     lines += ["## Per target", "", "| target | pass | unsupported | invalid | crash | inconsistency |",
               "|---|---|---|---|---|---|"]
     for t, c in (st.get("per_target") or {}).items():

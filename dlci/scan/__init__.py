@@ -74,11 +74,14 @@ def scan(req: ScanRequest) -> Report:
         say(f"nothing to test: {reason}")
         return report
 
-    if not analysis.touches:
+    fuzz = selection.fuzz_share(analysis, config, req.targets)
+    if fuzz is not None:
+        pr["fuzz"] = fuzz.describe()
+    if not analysis.touches and fuzz is None:
         return nothing_to_test("the diff touches no operator converter that a profile recognises")
 
-    chosen, want = _targets(analysis, config, req, pr)
-    if not chosen:
+    chosen, want = _targets(analysis, config, req, pr) if analysis.touches else ({}, {})
+    if not chosen and fuzz is None:
         return nothing_to_test(f"the touched converters are reached by target(s) "
                                f"{', '.join(sorted({x for t in analysis.touches for x in t.targets})) or '-'}, "
                                "none of which is installed or selected here")
@@ -87,7 +90,7 @@ def scan(req: ScanRequest) -> Report:
     from dlci.sources.selection import gather
     frameworks = {f for t in chosen.values() for f in t.frameworks}
     instances = gather(options.sources or sources.PR_SOURCES, sorted(want), limit_per_op=options.limit_per_op,
-                       frameworks=frameworks, progress=say, canonical=True)
+                       frameworks=frameworks, progress=say, canonical=True) if want else []
 
     def route(inst):
         return {x for c in operators.instance_ops(inst.op) & want.keys() for x in want[c]}
@@ -96,8 +99,9 @@ def scan(req: ScanRequest) -> Report:
     # its diversity and the first case of each variant kind are then about the tests that run
     instances = [i for i in instances if any(i.framework in chosen[t].frameworks for t in route(i) & chosen.keys())]
     pr["instances_selected"] = len(instances)
-    if not instances:
+    if not instances and want:
         pr["test_gap"] = "no migrated instance exists for the touched operators"
+    if not instances and fuzz is None:
         return nothing_to_test(f"no migrated instance of the touched operators ({', '.join(sorted(want))})")
 
     profiles_here = [profiles.PROFILES[n] for n in analysis.profiles]
@@ -115,7 +119,7 @@ def scan(req: ScanRequest) -> Report:
         say(f"{len(instances)} instances of {len({i.op for i in instances})} operators -> "
             f"{', '.join(chosen)}; budget {options.budget:.0f} s")
 
-        campaign = Campaign({i.id: i for i in instances}, dict(chosen),
+        campaign = Campaign({i.id: i for i in instances}, {**chosen, **(fuzz.targets if fuzz else {})},
                             preferred_ops=list(dict.fromkeys(c for t in analysis.touches
                                                              for c in operators.canonical(t.operator, t.namespace))))
         tests = stages.plan(instances, campaign.targets, route=route,
@@ -126,9 +130,15 @@ def scan(req: ScanRequest) -> Report:
         try:
             clock.testing_starts()
             with stages.open_engine(options, campaign.targets, env=head_env) as engine:
-                stages.execute(campaign, tests, engine, options, trace_files=trace,
-                               until=clock.tests_until, hard_until=clock.hard,
-                               reaches_change=coverage.reach_test(head.path, converter_files, repo))
+                if tests:
+                    # the operators' own tests first; the fuzz share's graphs after them, in what is left
+                    until = clock.tests_until if fuzz is None else \
+                        time.monotonic() + (1 - fuzz.share) * (clock.tests_until - time.monotonic())
+                    stages.execute(campaign, tests, engine, options, trace_files=trace,
+                                   until=until, hard_until=clock.hard,
+                                   reaches_change=coverage.reach_test(head.path, converter_files, repo))
+                if fuzz is not None and not campaign.interrupted:
+                    _fuzz(campaign, fuzz, engine, options, clock, say)
             findings = stages.collect(campaign)
             if (findings or campaign.unsupported) and not campaign.interrupted:
                 say(f"re-running {len(findings)} finding(s) and {len(campaign.unsupported)} unsupported "
@@ -172,6 +182,19 @@ def scan(req: ScanRequest) -> Report:
         for c in checkouts.values():
             c.remove()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _fuzz(campaign: Campaign, share, engine, options: RunOptions, clock: Clock, say) -> None:
+    """The fuzz share: generated networks around the touched operators (or over the whole corpus for graph-level
+    changes) on the head revision, until testing time is up."""
+    from dlci.fuzz import FuzzRequest, fuzz_stream
+    say(f"fuzz share: {share.why}; targets {', '.join(share.targets)}; "
+        f"{max(0.0, clock.tests_until - time.monotonic()):.0f} s")
+    req = FuzzRequest(share.targets, options, strategy=share.strategy, seed=share.seed, max_blocks=share.max_blocks,
+                      must=share.must)
+    stream = fuzz_stream(campaign, req, say)
+    campaign.extra_stats["fuzz"] = stream.stats
+    stages.execute(campaign, stream, engine, options, until=clock.tests_until, hard_until=clock.hard)
 
 
 def _targets(analysis, config: Config, req: ScanRequest, pr: dict) -> tuple[dict, dict[str, set[str]]]:
