@@ -55,7 +55,8 @@ def signature(outcome: Outcome, modules: tuple[str, ...] = ()) -> str:
         detail = outcome.symptom
     else:
         where = converter_frame(outcome.traceback, modules) or outcome.op
-        detail = f"{outcome.symptom}: {normalize_message(outcome.message)}"
+        # a graph test's message with the graph's own names replaced (dlci.oracles.localise.anonymised)
+        detail = f"{outcome.symptom}: {normalize_message((outcome.localised or {}).get('message') or outcome.message)}"
     return f"{outcome.target}|{outcome.stage}|{where}|{detail}"
 
 

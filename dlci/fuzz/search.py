@@ -6,7 +6,9 @@ MCTS: each tree node is a block, a path from the root a set of blocks for one ne
   visits, N its parent's), down to a leaf; a node visited tc2 times is exhausted (not selected again) and the tree
   goes no deeper than tc1 blocks. A node widens (gets a new child) while it has fewer than 1 + sqrt(n) children.
 - Expansion: the new child is the corpus operator with the lowest operator-level coverage (OLC_op) not yet on the
-  path — its operator block or a subgraph block containing it.
+  path — its operator block or a subgraph block containing it; every other expansion takes the subgraph block
+  expanded least so far instead (subgraphs are made of operators covered early, so the lowest-coverage rule alone
+  would rarely reach the structures they exist for).
 - Simulation: the network generated from the path's blocks is run on the targets.
 - Backpropagation: the reward goes to every node on the path: the success ratio of the network's tests (those that
   ran and passed: the paper's success, which keeps one exception from being found again and again) and its coverage
@@ -17,6 +19,7 @@ Mutations: each of the six is a two-armed bandit (with / without), drawn by Thom
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -122,6 +125,8 @@ class MCTSStrategy(Strategy):
         self.blocks = corpus.by_name()
         self.arms = {m: (_Arm(), _Arm()) for m in MUTATIONS}  # (with, without)
         self.resets = 0
+        self.expansions = 0
+        self.uses: Counter = Counter()  # subgraph block -> times expanded
 
     def _uct(self, child: _Node, parent: _Node) -> float:
         if child.n == 0:
@@ -131,6 +136,18 @@ class MCTSStrategy(Strategy):
     def _expand(self, node: _Node) -> _Node | None:
         on_path = set(node.path())
         taken = set(node.children)
+        self.expansions += 1
+        if self.expansions % 2 == 0:
+            # every other expansion: the subgraph block used least so far. Subgraphs hold operators that are
+            # covered early (conv, add, pad), so the lowest-coverage rule alone would rarely pick one, and their
+            # structure is what random wiring does not produce (the paper's reason for subgraph blocks)
+            subgraphs = [b for b in self.corpus.blocks if b.kind == "subgraph" and b.name not in taken
+                         and b.name not in on_path]
+            if subgraphs:
+                pick = min(subgraphs, key=lambda b: (self.uses[b.name], self.rng.random()))
+                self.uses[pick.name] += 1
+                child = node.children[pick.name] = _Node(pick.name, node)
+                return child
         for op in self.coverage.lowest():
             holders = [b for b in self.corpus.containing(op) if b.name not in taken and b.name not in on_path]
             if not holders:

@@ -23,7 +23,9 @@ passes. The result is ``Outcome.localised``: {"operator", "node", "multi_operato
 """
 from __future__ import annotations
 
+import re
 import time
+from collections import OrderedDict
 from typing import Callable
 
 import numpy as np
@@ -53,7 +55,8 @@ def localise(instance, target_name: str, out: Outcome, ref, ref64, execute: Call
     base, nodes = view.base, view.base.nodes
     if len(nodes) == 1:  # one operator: the failure is its own
         out.localised = {"nodes": 1, "checked": 1, "alone": {_label(nodes, 0): _status(out)},
-                         "operator": _op(nodes[0]), "node": _label(nodes, 0), "multi_operator": False}
+                         "operator": _op(nodes[0]), "node": _label(nodes, 0), "multi_operator": False,
+                         **({"message": anonymised(out.message, nodes)} if out.status == CRASH else {})}
         out.op = _op(nodes[0])
         return
     if len(nodes) > MAX_NODES:
@@ -75,7 +78,7 @@ def localise(instance, target_name: str, out: Outcome, ref, ref64, execute: Call
         if cand is None:
             alone[_label(nodes, k)] = "not expressible"
             continue
-        o = execute(cand, target_name)
+        o = _alone_outcome(cand, target_name, execute)
         alone[_label(nodes, k)] = _status(o)
         if culprit is None and k in suspects and _same_way(out, o):
             culprit = k
@@ -94,9 +97,29 @@ def localise(instance, target_name: str, out: Outcome, ref, ref64, execute: Call
                 out.status, out.stage, out.symptom = INVALID, "compare", "ill-conditioned"
                 out.message = why
     info["seconds"] = round(time.perf_counter() - t0, 3)
+    if out.status == CRASH:
+        info["message"] = anonymised(out.message, nodes)
     out.localised = info
     if out.status in (CRASH, INCONSISTENT):
         out.op = info["operator"]
+
+
+# a node alone, fed from the reference, is the same test in every graph cut from the same one (the candidates of a
+# reduction): its outcome is kept per worker, by the test's content, so a reduction pays for each node once
+_ALONE: "OrderedDict[tuple[str, str], Outcome]" = OrderedDict()
+_ALONE_KEPT = 512
+
+
+def _alone_outcome(cand, target_name: str, execute: Callable) -> Outcome:
+    key = (target_name, cand.compute_id())
+    if key in _ALONE:
+        _ALONE.move_to_end(key)
+        return _ALONE[key]
+    o = execute(cand, target_name)
+    _ALONE[key] = o
+    while len(_ALONE) > _ALONE_KEPT:
+        _ALONE.popitem(last=False)
+    return o
 
 
 # -- the graph as the cut sees it ---------------------------------------------------------------------------------
@@ -187,11 +210,29 @@ def _same_way(whole: Outcome, alone: Outcome) -> bool:
 
 
 def _named_in_message(message: str, nodes) -> int | None:
-    """A node the target's error message names (ONNX Runtime names it, OpenVINO by its output's friendly name)."""
+    """A node the target's error message names (ONNX Runtime and TVM by its name, OpenVINO by its output's friendly
+    name)."""
+    first: dict[int, int] = {}  # node -> where the message first names it: the node it is about comes first
     for k, n in enumerate(nodes):
-        if any(name and f"'{name}'" in message for name in [n.name, *n.output]):
-            return k
-    return None
+        for name in [n.name, *n.output]:
+            m = re.search(rf"(?<![\w.]){re.escape(name)}(?![\w.])", message) if name else None
+            if m:
+                first[k] = min(first.get(k, m.start()), m.start())
+    return min(first, key=first.get) if first else None
+
+
+def anonymised(message: str, nodes) -> str:
+    """The message with the graph's own node and value names replaced by the operator they belong to (``<Resize>``:
+    a target names a node by its own name or by its output's, as it likes): two networks failing the same way say
+    the same thing (the dedup signature reads this)."""
+    names = {}
+    for n in nodes:
+        for x in [n.name, *n.output]:
+            if x:
+                names[x] = f"<{n.op_type}>"
+    for name in sorted(names, key=len, reverse=True):
+        message = re.sub(rf"(?<![\w.]){re.escape(name)}(?![\w.])", names[name], message)
+    return message
 
 
 # -- the conditioning check -----------------------------------------------------------------------------------------
