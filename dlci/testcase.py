@@ -214,9 +214,22 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
         from dlci.oracles.localise import localise, wants_localisation
         if wants_localisation(instance, out):  # a graph's failure: which operator, and does it need the others
             localise(instance, target_name, out, prep.ref, prep.ref64,
-                     lambda inst, name: execute(inst, name, stage_hook=hook), hook)
+                     lambda inst, name: execute(inst, name, stage_hook=hook), hook,
+                     got=None if value is None else [_as_output_array(g, None) for g in value])
     out.seconds = time.perf_counter() - t_start
     return out
+
+
+def target_outputs(instance: Instance, target_name: str) -> tuple[list[np.ndarray] | None, Outcome]:
+    """The target's own outputs on an instance (its model form converted, compiled and run; nothing judged): what
+    dlci.oracles.causal measures. None, with the reason in the Outcome, when a stage fails."""
+    target = get(target_name)
+    out = Outcome(instance_id=instance.id, op=instance.op, target=target_name, status=PASS)
+    prep = _prepare(instance, target, out, lambda stage: None)
+    if prep is None:
+        return None, out
+    value = _target_stages(target, prep.model, prep.inputs, instance.seed, out, lambda stage: None)
+    return (None if value is None else [_as_output_array(g, None) for g in value]), out
 
 
 def execute_batch(instances: list[Instance], target_name: str, *,

@@ -334,7 +334,13 @@ def reduce(findings: list[Finding], campaign: Campaign, engine: Engine, options:
             f.message, f.distance, f.traceback = out.message[:2000], out.distance, out.traceback[-4000:]
             f.instances = sorted(set(f.instances) | {out.instance_id})
             if out.localised:  # the reduced graph's own localisation: each of its operators checked alone
+                whole = f.extra.get("graph") or {}
                 f.extra["graph"] = graph_details(out, red.reduced)
+                for key in WHOLE_GRAPH_KEYS:  # what was measured on the whole graph stays
+                    if key in whole:
+                        f.extra["graph"][key] = whole[key]
+            if "graph" in f.extra and red.params_that_matter:  # the reduced instance's word is the last one
+                f.extra["graph"]["parameters_that_matter"] = list(red.params_that_matter)
             ops = (f"{red.before['operators']} -> {red.after.get('operators')} operators, "
                    if red.before.get("operators", 1) != red.after.get("operators", 1) else "")
             options.progress(f"reduced {f.operator} on {f.target}: {ops}{red.before.get('elements')} -> "
@@ -364,16 +370,29 @@ def collect(campaign: Campaign) -> list[Finding]:
     return attribute_to_exporter(findings, campaign)
 
 
+# what localisation measured on the graph as found (dlci.oracles.localise), kept when the reduced graph is localised
+WHOLE_GRAPH_KEYS = ("first_divergent", "trace", "share", "graph_operators", "parameters_that_matter", "parameters")
+
+
 def graph_details(outcome: Outcome, inst: Instance) -> dict:
     """What a graph finding says about its operators (dlci.oracles.localise): the operator it is localised to, the
-    graph's operators, each one's single-operator test on the same target, and whether the failure needs several."""
+    graph's operators, each one's single-operator test on the same target, and whether the failure needs several;
+    for a wrong output, where the divergence starts (the trace) and the culprit's share of the final error."""
     from dlci.reduce.graph import operators
     loc = outcome.localised or {}
     alone = loc.get("alone") or {}
     every = bool(alone) and len(alone) == loc.get("nodes")
+    trace, share = loc.get("trace") or {}, loc.get("share") or {}
+    params = loc.get("parameters") or {}
+    audee = {**({"first_divergent": trace.get("first_divergent", "")} if trace.get("used") else {}),
+             **({"trace": trace} if trace else {}), **({"share": share} if share else {}),
+             **({"parameters_that_matter": params.get("matter", []), "parameters": params} if params else {})}
+    types = _node_types(inst)
+    count = len(types) if inst.call.get("kind") == "torch_program" else operators(inst)
     return {"localised_to": loc.get("operator", outcome.op), "node": loc.get("node", ""),
-            "multi_operator": bool(loc.get("multi_operator")),
-            "operators": operators(inst), "node_types": _node_types(inst),
+            "multi_operator": bool(loc.get("multi_operator")), **audee,
+            "graph_operators": loc.get("nodes", count),
+            "operators": count, "node_types": types,
             "multi_operator_only": bool(loc.get("multi_operator")) and every and
             all(s == "pass" for s in alone.values()),
             "each_operator_alone": alone, "every_operator_checked": every,
@@ -381,6 +400,13 @@ def graph_details(outcome: Outcome, inst: Instance) -> dict:
 
 
 def _node_types(inst: Instance) -> list[str]:
+    if inst.call.get("kind") == "torch_program":
+        from dlci.models.fx import FxView
+        try:
+            view = FxView(inst)
+            return [view.op_type(k) for k in range(len(view))]
+        except Exception:  # noqa: BLE001 - the report does without
+            return []
     from dlci.models.graph import graph_of
     g = graph_of(inst)
     return g.operators() if g is not None else []

@@ -96,6 +96,9 @@ def torch_call(inst: Instance) -> tuple[Any, list]:
     """
     call = inst.call
     tensors = _torch_inputs(inst)
+    if call["kind"] == "torch_program":  # a user's whole model (dlci.models.fx)
+        from dlci.models.fx import program_module
+        return program_module(inst), tensors
     FnCall, ModuleCall = _classes()
     if call["kind"] == "torch_fn":
         return FnCall(resolve(call["fn"]), call["fn"], call.get("args", []), call.get("kwargs", {})), tensors

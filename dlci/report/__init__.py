@@ -124,6 +124,26 @@ def _graph_lines(f: dict) -> list[str]:
     if g.get("multi_operator_only"):
         lines.append(f"- **multi-operator only**: every one of the {g.get('operators')} operators passes alone; the "
                      "failure needs them together")
+    lines += _culprit_lines(g)
+    return lines
+
+
+def _culprit_lines(g: dict) -> list[str]:
+    """Audee's answers for a wrong output: where the divergence starts, the culprit's parameters that matter and
+    its share of the final error."""
+    lines = []
+    trace = g.get("trace") or {}
+    if trace.get("used") and trace.get("first_divergent"):
+        lines.append(f"- first operator whose output diverges from the float64 reference (intermediate values "
+                     f"exposed): {trace['first_divergent']}")
+    elif trace.get("why"):
+        lines.append(f"- no trace of intermediate values: {trace['why']}")
+    if g.get("parameters_that_matter"):
+        lines.append("- parameters of the culprit that matter (reset alone, the failure goes away): "
+                     + ", ".join(f"`{p}`" for p in g["parameters_that_matter"]))
+    share = g.get("share") or {}
+    if "share" in share:
+        lines.append(f"- share of the final error the culprit accounts for: {share['share']:.0%} ({share.get('how')})")
     return lines
 
 
