@@ -82,7 +82,7 @@ def test_dlci_fuzz_writes_findings_with_coverage_and_a_rejecting_target_is_unsup
 
 @pytest.mark.parametrize("args, message", [
     (["--blocks", "NoSuchBlock"], "no block NoSuchBlock"),
-    (["--targets", "tvm.from_fx"], "makes ONNX networks"),
+    (["--targets", "tf.lite"], "makes ONNX and torch networks"),
     (["--ops", "NoSuchOp"], "in no block"),
     (["--max-blocks", "0"], "at least 1"),
 ])

@@ -138,3 +138,22 @@ def test_mcts_expands_the_least_covered_operator_and_learns_from_rewards():
     assert mcts.stats()["best_first_blocks"][0]["block"] == first.blocks[0].name
     rnd = RandomStrategy(corpus, cov, np.random.default_rng(0), must={"Resize"})
     assert all(any("Resize" in b.ops for b in rnd.choose().blocks) for _ in range(10))
+
+
+def test_the_torch_form_computes_what_the_onnx_reference_does_and_says_what_it_cannot_express():
+    torch = pytest.importorskip("torch")
+    from dlci.models.graph_torch import check_torch, torch_source
+    g = _conv_graph()
+    x = np.random.default_rng(2).standard_normal((1, 3, 6, 6)).astype(np.float32)
+    check_torch(g)  # meta tensors: the shapes and dtypes ONNX inference gives
+    with torch.no_grad():
+        got = g.to_torch()(torch.from_numpy(x))[0].numpy()
+    assert np.allclose(got, g.evaluate([x])[0], rtol=1e-4, atol=1e-5)
+    src, arrays = torch_source(g)
+    assert "torch.nn.functional.conv2d(" in src and "self.c_W" in src and set(arrays) >= {"c_W", "c_b"}
+    inst = graph_instance(g, [x], framework="torch", source="test")
+    assert inst.call["kind"] == "torch_graph" and graph_of(inst).operators() == g.operators()
+    lstm = Graph([Value("x", (2, 1, 3))], [Node("LSTM", ["x", "W", "R"], ["y"], {"hidden_size": 2})], ["y"],
+                 {"W": np.zeros((1, 8, 3), np.float32), "R": np.zeros((1, 8, 2), np.float32)})
+    with pytest.raises(GraphError, match="no torch form for LSTM"):
+        lstm.to_torch()

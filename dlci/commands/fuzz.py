@@ -19,7 +19,8 @@ DEFAULT_TARGETS = "tvm.from_onnx,openvino.onnx,onnxruntime"
 def add_arguments(parser) -> None:
     from dlci.fuzz.search import STRATEGIES
     parser.add_argument("--targets", default=DEFAULT_TARGETS,
-                        help=f"comma-separated targets that take ONNX models (default: {DEFAULT_TARGETS})")
+                        help=f"comma-separated targets taking ONNX or torch models (default: {DEFAULT_TARGETS}); a "
+                             "torch target gets each network as an nn.Module")
     parser.add_argument("--strategy", choices=STRATEGIES, default="mcts",
                         help="mcts (default): blocks chosen by Monte Carlo tree search; random: the baseline")
     parser.add_argument("--seed", type=int, default=0, help="seed of the generator and the search")
@@ -47,10 +48,10 @@ def run(args) -> int:
         raise UsageError(f"--max-blocks must be at least 1, got {args.max_blocks}")
     options = dataclasses.replace(RUN.parse(args), batch=False, schedule="plan")
     chosen = targets.select(args.targets)
-    wrong = [n for n, t in chosen.items() if "onnx" not in t.frameworks]
+    wrong = [n for n, t in chosen.items() if not {"onnx", "torch"} & set(t.frameworks)]
     if wrong:
-        raise UsageError(f"dlci fuzz makes ONNX networks; {', '.join(wrong)} take(s) other models "
-                         f"(targets for ONNX: {', '.join(n for n, t in targets.registry().items() if 'onnx' in t.frameworks)})")
+        raise UsageError(f"dlci fuzz makes ONNX and torch networks; {', '.join(wrong)} take(s) other models "
+                         f"(targets for them: {', '.join(n for n, t in targets.registry().items() if {'onnx', 'torch'} & set(t.frameworks))})")
     must = {op.split("::")[-1] for op in split(args.ops)} if args.ops else set()
     unknown = sorted(must - set(corpus.ops))
     if unknown:

@@ -276,7 +276,18 @@ def torch_program_model(inst: Instance, leaf: bool = False) -> tuple[str, str]:
     return code, "model"
 
 
+def torch_graph_model(inst: Instance, leaf: bool = False) -> tuple[str, str]:
+    """A generated graph's module, as dlci.models.graph_torch writes it (the same source the campaign ran), its
+    weights as arrays."""
+    from dlci.models.graph import graph_of
+    from dlci.models.graph_torch import torch_source
+    src, arrays = torch_source(graph_of(inst))
+    weights = "".join(f"    {attr!r}: {array_code(a)},\n" for attr, a in arrays.items())
+    return src + f"\n\nmodel = Graph({{\n{weights}}}).eval()\n", "model"
+
+
 MODEL_CODE = {"torch_fn": torch_model, "torch_module": torch_model, "torch_program": torch_program_model,
+              "torch_graph": torch_graph_model,
               "onnx_model": onnx_model,
               "keras_layer": keras_model, "tf_fn": keras_model, "tflite_model": tflite_model}
 FRAMEWORK_IMPORTS = {"torch": ["import torch"], "onnx": ["import onnx"],

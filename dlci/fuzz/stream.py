@@ -54,6 +54,7 @@ class FuzzStream:
         self.t0 = time.monotonic()
         self.generated = self.accepted = self.discarded = 0
         self.rejected: Counter = Counter()
+        self.no_torch_form: Counter = Counter()
         self.blocks_used: Counter = Counter()
         self.nodes: list[int] = []
         self.timeline: list[dict] = []
@@ -72,9 +73,15 @@ class FuzzStream:
                 return
             for inst in got:
                 self.campaign.instances[inst.id] = inst
-                for name, t in self.targets.items():
-                    if inst.framework in t.frameworks:
-                        yield Test(inst, name)
+                for name in self._route(inst):
+                    yield Test(inst, name)
+
+    def _route(self, inst) -> list[str]:
+        """The targets a network goes to: its ONNX form to the targets that take ONNX, its torch form to those that
+        take torch models only (an ONNX target would otherwise get it again through torch.onnx)."""
+        if inst.framework == "onnx":
+            return [n for n, t in self.targets.items() if "onnx" in t.frameworks]
+        return [n for n, t in self.targets.items() if inst.framework in t.frameworks and "onnx" not in t.frameworks]
 
     def _next(self):
         for _ in range(ATTEMPTS):
@@ -105,9 +112,9 @@ class FuzzStream:
             if not instances:
                 self.strategy.feedback(choice, 0.0)
                 continue
-            tests = sum(1 for i in instances for t in self.targets.values() if i.framework in t.frameworks)
+            shared = _Pending(choice, gain, sum(len(self._route(i)) for i in instances))
             for inst in instances:
-                self.pending[inst.id] = _Pending(choice, gain, tests)
+                self.pending[inst.id] = shared  # one reward for the network, over all its forms' tests
             return instances
         self.exhausted = (f"no valid network in {ATTEMPTS} attempts (last rejections: "
                           f"{', '.join(r for r, _ in self.rejected.most_common(3))})")
@@ -118,8 +125,13 @@ class FuzzStream:
         test = f"{self.strategy.name} network {self.accepted}: " + " | ".join(gen.blocks) + \
             (f" (mutations {','.join(gen.mutations)})" if gen.mutations else "")
         out = []
-        if "onnx" in self.frameworks:
+        if any("onnx" in t.frameworks for t in self.targets.values()):
             out.append(graph_instance(gen.graph, gen.inputs, source="fuzz", test=test))
+        if any("torch" in t.frameworks and "onnx" not in t.frameworks for t in self.targets.values()):
+            try:
+                out.append(graph_instance(gen.graph, gen.inputs, source="fuzz", test=test, framework="torch"))
+            except GraphError as e:  # an operator torch has no faithful call for: the ONNX form still runs
+                self.no_torch_form[str(e).split(":")[0]] += 1
         return out
 
     def _point(self) -> None:
@@ -143,7 +155,8 @@ class FuzzStream:
             p.bonus = max(p.bonus, 2.0 if (outcome.localised or {}).get("multi_operator") else 1.0)
         if len(p.statuses) < p.tests:
             return
-        del self.pending[test.instance.id]
+        for key in [k for k, v in self.pending.items() if v is p]:
+            del self.pending[key]
         success = sum(1 for s in p.statuses if s == PASS) / len(p.statuses)
         scale = 2 * float(np.mean(self.gains)) if self.gains else 0.0
         gain = min(1.0, p.gain / scale) if scale > 0 else 0.0
@@ -161,6 +174,7 @@ class FuzzStream:
             "corpus": self.corpus.describe(), "blocks_used": dict(self.blocks_used.most_common(20)),
             "coverage_per_operator": self.coverage.per_operator(),
             "spec_witness": "onnxruntime (graph optimisations off)" if self.witness else None,
+            **({"no_torch_form": dict(self.no_torch_form.most_common(12))} if self.no_torch_form else {}),
             **({"exhausted": self.exhausted} if self.exhausted else {}),
         }
 

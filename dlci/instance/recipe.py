@@ -108,6 +108,9 @@ def torch_call(inst: Instance) -> tuple[Any, list]:
         if not fkwargs and fargs == [{"$t": i} for i in range(len(tensors))]:
             return module, tensors
         return ModuleCall(module, fargs, fkwargs).eval(), tensors
+    if call["kind"] == "torch_graph":  # a generated multi-operator graph (dlci.models.graph)
+        from dlci.models.graph import graph_of
+        return graph_of(inst).to_torch(), tensors
     raise ValueError(f"{inst.id}: not a torch recipe: {call['kind']!r}")
 
 

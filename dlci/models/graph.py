@@ -345,10 +345,7 @@ class Graph:
     def to_torch(self):
         """An ``nn.Module`` computing the graph (one torch call per node); raises GraphError for an operator or
         attribute the torch form does not express."""
-        try:
-            from dlci.models.graph_torch import build_module
-        except ImportError:
-            raise GraphError("this dlci has no torch form of graphs yet") from None
+        from dlci.models.graph_torch import build_module
         return build_module(self)
 
     # -- Audee's needs: same structure, other observations / values ------------------------------------------
@@ -473,7 +470,8 @@ def graph_instance(graph: Graph, inputs: Sequence[np.ndarray], *, op: str = "", 
         return inst
     if framework != "torch":
         raise GraphError(f"a graph is materialised as onnx or torch, not {framework!r}")
-    graph.to_torch()  # raises GraphError when the torch form cannot express the graph
+    from dlci.models.graph_torch import check_torch
+    check_torch(graph)  # GraphError when the torch form cannot express the graph, or disagrees on a shape
     arrays = {f"in:{i}": np.require(a, requirements="C") for i, a in enumerate(inputs)}
     arrays.update(graph.arrays())
     import torch

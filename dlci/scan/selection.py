@@ -73,7 +73,7 @@ DEFAULT_FUZZ_SHARE = 0.3
 @dataclass
 class FuzzShare:
     share: float            # of the testing budget
-    targets: dict           # name -> Target: installed, taking ONNX graphs, reached by the change
+    targets: dict           # name -> Target: installed, taking ONNX or torch graphs, reached by the change
     must: set[str]          # corpus operators the networks are built around (touched ones); empty: whole corpus
     strategy: str = "mcts"
     max_blocks: int = 4
@@ -99,7 +99,8 @@ def fuzz_share(analysis, config: Config, named: list[str] | None) -> FuzzShare |
     reached = {x for t in analysis.touches for x in t.targets} | {x for g in analysis.graph_level for x in g["targets"]}
     wanted = set(named or config.targets or []) or None
     chosen = {n: t for n, t in targets.registry().items()
-              if n in reached and "onnx" in t.frameworks and t.available() and (wanted is None or n in wanted)}
+              if n in reached and {"onnx", "torch"} & set(t.frameworks) and t.available()
+              and (wanted is None or n in wanted)}
     if not chosen:
         return None
     from dlci.fuzz.corpus import load_corpus
