@@ -34,6 +34,7 @@ class Outcome:
     digest: list = field(default_factory=list)     # per output: shape and summary numbers of what the target gave
     batch: int = 1                # tests that shared this one's convert and compile (dlci.testcase.execute_batch)
     localised: dict = field(default_factory=dict)  # a graph test's failure localised to an operator (oracles.localise)
+    fitness: dict = field(default_factory=dict)  # a searched candidate's closeness to failing (dlci.evolve.fitness)
 
     @property
     def valid(self) -> bool:
