@@ -170,6 +170,8 @@ class _Search:
         self.matter: list[str] = []
         self.required: list[str] = []
         self.inputs_matter: list[str] = []
+        self.accept_resets = True  # False: every reset is tried on the instance as given, none is kept
+        self.irrelevant: list[str] = []  # resets that still fail the same way (when none is kept)
 
     # time
     def can_run(self) -> bool:
@@ -269,7 +271,7 @@ class _Search:
             chunk = pending[:self.parallel]
             cands = [build(n) for n in chunk]
             res = self.evaluate(cands)
-            first_ok = next((k for k, r in enumerate(res) if r), None)
+            first_ok = next((k for k, r in enumerate(res) if r), None) if self.accept_resets else None
             for k, (name, cand, ok) in enumerate(zip(chunk, cands, res)):
                 if first_ok is not None and k > first_ok:
                     break  # tested against the instance before the accepted reset: tried again on the new one
@@ -278,7 +280,9 @@ class _Search:
                 pending.remove(name)
                 if cand is None:
                     continue
-                if ok:
+                if ok and not self.accept_resets:
+                    self.irrelevant.append(name)
+                elif ok:
                     self.accept(kind, what(name), cand)
                 elif required is not None and self.status.get(cand.id) == INVALID:
                     required.append(name)
@@ -460,6 +464,9 @@ def _torch_params(s: _Search, kind: str) -> None:
         ok = s.evaluate([cand])[0]
         if ok is None:
             break
+        if ok and not s.accept_resets:
+            s.irrelevant.append(name)
+            break  # the next one back would be tried with this one reset: not alone any more
         if ok:
             s.accept("param", f"{name} reset to its default (was {_value_text(value)})", cand)
             continue
@@ -546,15 +553,17 @@ def reduce_instance(instance: Instance, target: str, signature: str, *, run: Run
 
 def parameters_that_matter(instance: Instance, target: str, signature: str, *, run: RunFn,
                            modules: tuple[str, ...] = (), budget: float = 30.0) -> dict:
-    """The parameters pass alone (Audee's parameter localisation): each parameter of a failing single-operator
-    instance reset to its default on its own; {"matter": those whose reset gives a valid test without this failure,
-    "required": those whose reset makes the call invalid, "reset": those whose reset still fails the same way}.
-    dlci.oracles.localise runs it in the worker on a graph's culprit, fed from the reference."""
+    """Audee's parameter localisation: each parameter of a failing single-operator instance reset to its default
+    on its own, every other parameter as the instance has it (the parameters pass, with no reset kept); {"matter":
+    those whose reset gives a valid test without this failure, "required": those whose reset makes the call invalid,
+    "irrelevant": those whose reset still fails the same way}. dlci.oracles.localise runs it in the worker on a
+    graph's culprit, fed from the reference."""
     s = _Search(instance, target, signature, run, modules, budget, time.monotonic())
     s.verdict[instance.id] = True
+    s.accept_resets = False
     _run_pass(s, "parameters", _params_pass)
     return {"matter": list(dict.fromkeys(s.matter)), "required": list(dict.fromkeys(s.required)),
-            "reset": [st["what"] for st in s.steps if st["kind"] == "param"]}
+            "irrelevant": list(dict.fromkeys(s.irrelevant))}
 
 
 def _metrics(inst: Instance) -> dict:
