@@ -87,36 +87,25 @@ def _layers(steps: list[tuple[str | None, str]]) -> tuple[list[str], list[str]]:
     return init, fwd
 
 
+def module_source(doc: str, init: list[str], forward: list[str], seed: int, body: list[str], inputs: str) -> str:
+    """A self-contained FILE.py whose ``model()`` returns (Net().eval(), (inputs,))."""
+    return "\n".join([
+        f'"""{doc}"""', "import torch", "import torch.nn as nn", "import torch.nn.functional as F", "", "",
+        "class Net(nn.Module):", "    def __init__(self):", "        super().__init__()", *(init or ["        pass"]),
+        "", "    def forward(self, x):", *forward, "", "",
+        "def model():", f"    torch.manual_seed({seed})", "    net = Net()", *body,
+        f"    return net.eval(), ({inputs},)", ""])
+
+
 def torch_source(steps: list[tuple[str | None, str]], seed: int, doc: str) -> str:
     init, fwd = _layers(steps)
-    return "\n".join([
-        f'"""{doc}"""',
-        "import torch",
-        "import torch.nn as nn",
-        "import torch.nn.functional as F",
-        "",
-        "",
-        "class Net(nn.Module):",
-        "    def __init__(self):",
-        "        super().__init__()",
-        *(init or ["        pass"]),
-        "",
-        "    def forward(self, x):",
-        *fwd,
-        "        return x",
-        "",
-        "",
-        "def model():",
-        f"    torch.manual_seed({seed})",
-        "    net = Net()",
-        "    for m in net.modules():  # trained-looking normalisation statistics",
-        "        if isinstance(m, nn.BatchNorm2d):",
-        "            m.running_mean.normal_(0.0, 0.5)",
-        "            m.running_var.uniform_(0.5, 2.0)",
-        "            nn.init.uniform_(m.weight, 0.5, 1.5)",
-        "            nn.init.normal_(m.bias, 0.0, 0.5)",
-        "    return net.eval(), (torch.randn(1, 4, 8, 8),)",
-        ""])
+    stats = ["    for m in net.modules():  # trained-looking normalisation statistics",
+             "        if isinstance(m, nn.BatchNorm2d):",
+             "            m.running_mean.normal_(0.0, 0.5)",
+             "            m.running_var.uniform_(0.5, 2.0)",
+             "            nn.init.uniform_(m.weight, 0.5, 1.5)",
+             "            nn.init.normal_(m.bias, 0.0, 0.5)"]
+    return module_source(doc, init, fwd + ["        return x"], seed, stats, "torch.randn(1, 4, 8, 8)")
 
 
 def fillers_for(kind: str, n: int, position: int, rng: np.random.Generator) -> list[str]:
@@ -243,28 +232,10 @@ SEED_HEADS = {
 
 def seed_source(head: str, seed: int = 0) -> str:
     expr = SEED_HEADS[head][0]
-    return "\n".join([
-        f'"""A small MLP ending in {expr} (benchmarks/audee_zoo.py)."""',
-        "import torch",
-        "import torch.nn as nn",
-        "import torch.nn.functional as F",
-        "",
-        "",
-        "class Net(nn.Module):",
-        "    def __init__(self):",
-        "        super().__init__()",
-        "        self.fc1 = nn.Linear(8, 16)",
-        "        self.fc2 = nn.Linear(16, 4)",
-        "",
-        "    def forward(self, x):",
-        "        z = self.fc2(torch.tanh(self.fc1(x)) * 2.0)",
-        f"        return {expr}",
-        "",
-        "",
-        "def model():",
-        f"    torch.manual_seed({seed})",
-        "    return Net().eval(), (torch.randn(2, 8),)",
-        ""])
+    return module_source(f"A small MLP ending in {expr} (benchmarks/audee_zoo.py).",
+                         ["        self.fc1 = nn.Linear(8, 16)", "        self.fc2 = nn.Linear(16, 4)"],
+                         ["        z = self.fc2(torch.tanh(self.fc1(x)) * 2.0)", f"        return {expr}"], seed, [],
+                         "torch.randn(2, 8)")
 
 
 def exp_seed_graph(seed: int = 0):
