@@ -27,6 +27,7 @@ fuzz:                           # the graph fuzzer's share of a scan (dlci.fuzz)
   strategy: mcts                # budget (default 0.3 for tvm/openvino/onnxruntime repositories, else 0; 0 = off)
   max_blocks: 4
   seed: 0
+  torch: false                  # also the torch-only targets (each network as an nn.Module)
 ```
 Unknown keys and wrong types are configuration errors (exit 2), reported with the key's name.
 """
@@ -67,7 +68,7 @@ class Config:
     _TYPES = {"profiles": list, "targets": list, "sources": list, "budget": (int, float), "limit_per_op": int,
               "python_path": list, "env": dict, "install": str, "known_issues": list,
               "rules": list, "bisect": (list, str), "bisect_budget": (int, float), "fuzz": dict}
-    FUZZ_KEYS = {"share": (int, float), "strategy": str, "max_blocks": int, "seed": int}
+    FUZZ_KEYS = {"share": (int, float), "strategy": str, "max_blocks": int, "seed": int, "torch": bool}
 
     @classmethod
     def parse(cls, text: str | None, origin: str = CONFIG_FILE) -> "Config":
@@ -109,7 +110,7 @@ class Config:
             want = cls.FUZZ_KEYS.get(key)
             if want is None:
                 raise ConfigError(f"{origin}: unknown fuzz key {key!r}; known: {', '.join(sorted(cls.FUZZ_KEYS))}")
-            if not isinstance(value, want) or isinstance(value, bool):
+            if not isinstance(value, want) or (isinstance(value, bool) and want is not bool):
                 raise ConfigError(f"{origin}: fuzz.{key} must be a number" if key == "share" else
                                   f"{origin}: fuzz.{key} must be {want.__name__}")
         fz = data.get("fuzz") or {}

@@ -332,6 +332,11 @@ def _pick(choices: list, rng):
     return c() if callable(c) else c
 
 
+def _ranked(b: Builder, x: str, low: int, rng, to: int | None = None) -> str:
+    """``x`` when its rank is at least ``low``, else its elements as a rank-``to`` tensor (default ``low``)."""
+    return x if len(b.shape(x)) >= low else b.rank(x, to or low, rng)
+
+
 def _rand(shape, rng, scale=1.0) -> np.ndarray:
     return (rng.standard_normal(shape) * scale).astype(np.float32)
 
@@ -444,11 +449,8 @@ def _t_shuffle(b, xs, p, rng):
 
 
 def _t_transpose2(b, xs, p, rng):
-    x = xs[0]
+    x = _ranked(b, xs[0], 2, rng, to=3)
     r = len(b.shape(x))
-    if r < 2:
-        x = b.rank(x, 3, rng)
-        r = 3
     p1 = list(rng.permutation(r))
     p2 = [int(i) for i in (np.argsort(p1) if p["inverse"] else rng.permutation(r))]
     y = b.one("Transpose", [x], {"perm": [int(i) for i in p1]})
@@ -495,9 +497,7 @@ def _axes_last(b, x, p):
 
 
 def _t_layernorm(b, xs, p, rng):
-    x = xs[0]
-    if len(b.shape(x)) < 2:
-        x = b.rank(x, 2, rng)
+    x = _ranked(b, xs[0], 2, rng)
     d = b.shape(x)[-1]
     ax = _axes_last(b, x, p)
     mean = b.one("ReduceMean", [x, ax], {"keepdims": 1})
@@ -520,9 +520,7 @@ def _t_gelu(b, xs, p, rng):
 
 
 def _t_softmax(b, xs, p, rng):
-    x = xs[0]
-    if not b.shape(x):
-        x = b.rank(x, 1, rng)
+    x = _ranked(b, xs[0], 1, rng)
     ax = _axes_last(b, x, p)
     m = b.one("ReduceMax", [x, ax], {"keepdims": 1})
     e = b.one("Exp", [b.one("Sub", [x, m])])
@@ -577,9 +575,7 @@ def _t_pad_conv(b, xs, p, rng):
 
 
 def _t_matmul_add(b, xs, p, rng):
-    x = xs[0]
-    if len(b.shape(x)) < 2:
-        x = b.rank(x, 2, rng)
+    x = _ranked(b, xs[0], 2, rng)
     k = b.shape(x)[-1]
     n = p["n"] or k
     y = b.one("MatMul", [x, b.const(_rand((k, n), rng, 1 / math.sqrt(k)), "W")])
@@ -590,9 +586,7 @@ def _t_matmul_add(b, xs, p, rng):
 
 
 def _t_flatten_gemm(b, xs, p, rng):
-    x = xs[0]
-    if not b.shape(x):
-        x = b.rank(x, 2, rng)
+    x = _ranked(b, xs[0], 1, rng, to=2)
     y = b.one("Flatten", [x], {"axis": min(p["axis"], len(b.shape(x)))})
     k = b.shape(y)[1]
     n = p["n"]
@@ -610,23 +604,16 @@ def _t_depthwise(b, xs, p, rng):
 
 
 def _t_reduce_bcast(b, xs, p, rng):
-    x = xs[0]
-    r = len(b.shape(x))
-    if r == 0:
-        x = b.rank(x, 2, rng)
-        r = 2
-    axis = int(rng.integers(r))
+    x = _ranked(b, xs[0], 1, rng, to=2)
+    axis = int(rng.integers(len(b.shape(x))))
     m = b.one(p["reduce"], [x, b.const(np.array([axis], np.int64), "axes")], {"keepdims": 1})
     return b.one(p["combine"], [x, m])
 
 
 def _t_shape_flatten(b, xs, p, rng):
     """A dynamic reshape as exporters write it: the target shape computed from the data's own Shape."""
-    x = xs[0]
+    x = _ranked(b, xs[0], 2, rng, to=3)
     r = len(b.shape(x))
-    if r < 2:
-        x = b.rank(x, 3, rng)
-        r = 3
     keep = min(p["keep"], r - 1)
     shape = b.one("Shape", [x])
     head = b.one("Slice", [shape, b.const(np.array([0], np.int64), "s"), b.const(np.array([keep], np.int64), "e")])
@@ -636,9 +623,7 @@ def _t_shape_flatten(b, xs, p, rng):
 
 def _t_shape_gather(b, xs, p, rng):
     """Shape -> Gather -> Unsqueeze -> Concat -> Reshape: one dimension read back and the rest merged."""
-    x = xs[0]
-    if len(b.shape(x)) < 2:
-        x = b.rank(x, 3, rng)
+    x = _ranked(b, xs[0], 2, rng, to=3)
     axis = p["axis"] % len(b.shape(x))
     dim = b.one("Gather", [b.one("Shape", [x]), b.const(np.array(axis, np.int64), "i")], {"axis": 0})
     dim = b.one("Unsqueeze", [dim, b.const(np.array([0], np.int64), "ax")])
@@ -684,9 +669,7 @@ def _t_nhwc_conv(b, xs, p, rng):
 
 def _t_matmul_scale(b, xs, p, rng):
     """A matmul scaled before or after (fusions fold a scalar into it, and must leave anything else alone)."""
-    x = xs[0]
-    if len(b.shape(x)) < 2:
-        x = b.rank(x, 2, rng)
+    x = _ranked(b, xs[0], 2, rng)
     k = b.shape(x)[-1]
     n = p["n"] or k
     scale_shape = {"scalar": (), "one": (1,), "row": (n,), "col": (b.shape(x)[-2], 1)}[p["scale"]]
@@ -711,12 +694,8 @@ def _t_squeeze_chain(b, xs, p, rng):
 
 def _t_reduce_keepdims(b, xs, p, rng):
     """A reduction without keepdims, its axis put back with Unsqueeze and broadcast against the data."""
-    x = xs[0]
-    r = len(b.shape(x))
-    if r < 2:
-        x = b.rank(x, 2, rng)
-        r = 2
-    axis = int(rng.integers(r))
+    x = _ranked(b, xs[0], 2, rng)
+    axis = int(rng.integers(len(b.shape(x))))
     m = b.one(p["reduce"], [x, b.const(np.array([axis], np.int64), "axes")], {"keepdims": 0})
     m = b.one("Unsqueeze", [m, b.const(np.array([axis], np.int64), "ax")])
     return b.one("Sub", [x, m])

@@ -254,23 +254,19 @@ def _pad(c, n):
     return f"torch.nn.functional.pad({c.t(n.inputs[0])}, {torch_pads}, value={value!r})"
 
 
-def _gather(c, n):
-    x = n.inputs[0]
-    shape = c.shape(x)
-    axis = _axis(_a(n, "axis", 0), len(shape))
-    idx = np.asarray(c.lit(n.inputs[1]), np.int64)
-    idx = np.where(idx < 0, idx + shape[axis], idx)
-    return (f"torch.index_select({c.t(x)}, {axis}, {c.buffer(idx.reshape(-1), 'index')})"
-            f".reshape({list(c.shape(n.outputs[0]))})")
-
-
-def _gather_elements(c, n):
-    x = n.inputs[0]
-    shape = c.shape(x)
-    axis = _axis(_a(n, "axis", 0), len(shape))
-    idx = np.asarray(c.lit(n.inputs[1]), np.int64)
-    idx = np.where(idx < 0, idx + shape[axis], idx)
-    return f"torch.gather({c.t(x)}, {axis}, {c.buffer(idx, 'index')})"
+def _gather(elements: bool) -> Callable:
+    """Gather (a row per index) or GatherElements (an element per index) with constant indices."""
+    def emit(c, n):
+        x = n.inputs[0]
+        shape = c.shape(x)
+        axis = _axis(_a(n, "axis", 0), len(shape))
+        idx = np.asarray(c.lit(n.inputs[1]), np.int64)
+        idx = np.where(idx < 0, idx + shape[axis], idx)
+        if elements:
+            return f"torch.gather({c.t(x)}, {axis}, {c.buffer(idx, 'index')})"
+        return (f"torch.index_select({c.t(x)}, {axis}, {c.buffer(idx.reshape(-1), 'index')})"
+                f".reshape({list(c.shape(n.outputs[0]))})")
+    return emit
 
 
 def _scalar(v) -> float:
@@ -392,8 +388,8 @@ EMIT: dict[str, Callable] = {
     "Unsqueeze": _static_reshape,
     "Expand": lambda c, n: f"torch.broadcast_to({c.t(n.inputs[0])}, {list(c.shape(n.outputs[0]))})",
     "Tile": lambda c, n: f"{c.t(n.inputs[0])}.repeat({c.lit(n.inputs[1])})",
-    "Concat": _concat, "Split": _split, "Slice": _slice, "Pad": _pad, "Gather": _gather,
-    "GatherElements": _gather_elements, "Clip": _clip, "CumSum": _cumsum, "TopK": _topk,
+    "Concat": _concat, "Split": _split, "Slice": _slice, "Pad": _pad, "Gather": _gather(False),
+    "GatherElements": _gather(True), "Clip": _clip, "CumSum": _cumsum, "TopK": _topk,
     "Einsum": lambda c, n: "torch.einsum(" + repr(_a(n, "equation")) + ", " + ", ".join(c.t(x) for x in n.inputs) + ")",
     "Where": lambda c, n: f"torch.where({c.buffer(np.asarray(c.lit(n.inputs[0])), 'cond')}, {c.t(n.inputs[1])}, "
                           f"{c.t(n.inputs[2])})",

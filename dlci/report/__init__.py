@@ -81,6 +81,19 @@ def _pr_section(pr: dict, findings: list) -> list[str]:
             lines += ["", "**Test gap** — changed lines no instance reached:", ""]
             lines += [f"- `{g['file']}:{g['line']}` ({g['region'] or 'module level'})" for g in cov["unreached"][:30]]
         lines.append("")
+    fz = pr.get("fuzz")
+    if fz:
+        lines += [f"Graph fuzzing share ({fz['share']:.0%} of the testing budget, {', '.join(fz['targets'])}): "
+                  f"{fz['why']}."]
+        if pr.get("fuzz_already_on_base"):
+            lines += [f"It also met {len(pr['fuzz_already_on_base'])} failure(s) the base revision shows the same "
+                      "way (not the PR's, not listed): " + ", ".join(f"`{f['operator']}` on {f['target']}"
+                                                                     for f in pr["fuzz_already_on_base"][:10]) + "."]
+        lines.append("")
+    if pr.get("graph_level"):
+        lines += ["Graph-level code changed (tested with generated multi-operator graphs):", ""]
+        lines += [f"- `{g['file']}:{g['line']}` — {g['why']}" for g in pr["graph_level"][:20]]
+        lines.append("")
     if pr.get("unmapped"):
         lines += ["Changed code that maps to no operator:", ""]
         lines += [f"- `{u['file']}:{u['line']}` {u.get('region') or ''} — {u['why']}" for u in pr["unmapped"][:30]]

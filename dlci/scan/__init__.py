@@ -63,7 +63,8 @@ def scan(req: ScanRequest) -> Report:
         f"({analysis.seconds:.2f} s)")
     pr = {"repo": str(repo.path), "out": str(out.resolve()), "base": repo.base, "base_ref": req.base,
           "head": repo.head, "config": config.source, "profiles": analysis.profiles, "touched": ops_doc["touches"],
-          "unmapped": ops_doc["unmapped"], "diff_notes": ops_doc["notes"], "nothing_to_test": None}
+          "unmapped": ops_doc["unmapped"], "graph_level": ops_doc["graph_level"], "diff_notes": ops_doc["notes"],
+          "nothing_to_test": None}
 
     def nothing_to_test(reason: str) -> Report:
         pr["nothing_to_test"] = reason
@@ -139,7 +140,7 @@ def scan(req: ScanRequest) -> Report:
                                    reaches_change=coverage.reach_test(head.path, converter_files, repo))
                 if fuzz is not None and not campaign.interrupted:
                     _fuzz(campaign, fuzz, engine, options, clock, say)
-            findings = stages.collect(campaign)
+            findings = _fold_graph_duplicates(stages.collect(campaign))
             if (findings or campaign.unsupported) and not campaign.interrupted:
                 say(f"re-running {len(findings)} finding(s) and {len(campaign.unsupported)} unsupported "
                     f"operator(s) on the base revision {repo.base[:12]}")
@@ -150,6 +151,7 @@ def scan(req: ScanRequest) -> Report:
                 attribution.relabel_support_crashes(findings)
                 findings += attribution.support_removed(campaign, options, base_env, head_env, clock.post(0.55))
                 findings = attribution.fold(findings)
+                findings = _without_old_graph_findings(findings, pr)
                 for f in findings:
                     cov = [campaign.coverage.get((iid, f.target), {}) for iid in f.instances]
                     f.reaches_change = coverage.reaches(cov, head.path, converter_files, repo) \
@@ -182,6 +184,35 @@ def scan(req: ScanRequest) -> Report:
         for c in checkouts.values():
             c.remove()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _fold_graph_duplicates(findings: list) -> list:
+    """A generated graph's failure localised to one operator that the operator's own tests also show on the same
+    target, the same way, is that finding again: folded into it before anything re-runs it on base."""
+    from dlci import operators
+    own = {(f.target, f.oracle, f.stage, f.symptom, operators.instance_ops(f.operator)): f
+           for f in findings if f.origin.get("source") != "fuzz"}
+    kept = []
+    for f in findings:
+        g = f.extra.get("graph") or {}
+        head = own.get((f.target, f.oracle, f.stage, f.symptom, operators.instance_ops(f.operator))) \
+            if f.origin.get("source") == "fuzz" and g and not g.get("multi_operator") else None
+        if head is None:
+            kept.append(f)
+            continue
+        head.extra["also_in_generated_graphs"] = head.extra.get("also_in_generated_graphs", 0) + len(f.instances)
+    return kept
+
+
+def _without_old_graph_findings(findings: list, pr: dict) -> list:
+    """The fuzz share's failures that the base revision shows the same way are not the PR's and, unlike an old
+    failure of a touched operator, have nothing to do with what it changed: counted in the report, not reduced,
+    reproduced or listed as findings."""
+    old = [f for f in findings if f.origin.get("source") == "fuzz" and f.new_in_pr is False]
+    if old:
+        pr["fuzz_already_on_base"] = [{"operator": f.operator, "target": f.target, "symptom": f.symptom,
+                                       "signature": f.signature} for f in old]
+    return [f for f in findings if f not in old]
 
 
 def _fuzz(campaign: Campaign, share, engine, options: RunOptions, clock: Clock, say) -> None:

@@ -98,9 +98,12 @@ def fuzz_share(analysis, config: Config, named: list[str] | None) -> FuzzShare |
         return None
     reached = {x for t in analysis.touches for x in t.targets} | {x for g in analysis.graph_level for x in g["targets"]}
     wanted = set(named or config.targets or []) or None
+    # ONNX-taking targets by default; torch-only targets (each network as an nn.Module) when .dlci.yml asks: each
+    # of their tests exports the module, and localising a failure exports every node alone, which a PR's budget
+    # rarely affords beside the operators' own tests
+    kinds = {"onnx", "torch"} if settings.get("torch") else {"onnx"}
     chosen = {n: t for n, t in targets.registry().items()
-              if n in reached and {"onnx", "torch"} & set(t.frameworks) and t.available()
-              and (wanted is None or n in wanted)}
+              if n in reached and kinds & set(t.frameworks) and t.available() and (wanted is None or n in wanted)}
     if not chosen:
         return None
     from dlci.fuzz.corpus import load_corpus
