@@ -22,6 +22,12 @@ bisect: [commits, releases]     # commits (default): a finding new in a multi-co
                                 # introduced it; releases: one already on base is bisected over the releases of its
                                 # target's package; [none] switches both off (see dlci/bisect)
 bisect_budget: 600              # seconds for all of a scan's bisections (default 600)
+fuzz:                           # the graph fuzzer's share of a scan (dlci.fuzz): networks built around the touched
+  share: 0.3                    # operators, or over the whole corpus for graph-level changes; share of the testing
+  strategy: mcts                # budget (default 0.3 for tvm/openvino/onnxruntime repositories, else 0; 0 = off)
+  max_blocks: 4
+  seed: 0
+  torch: false                  # also the torch-only targets (each network as an nn.Module)
 ```
 Unknown keys and wrong types are configuration errors (exit 2), reported with the key's name.
 """
@@ -52,6 +58,7 @@ class Config:
     rules: list[str] | None = None
     bisect: list[str] | None = None
     bisect_budget: float | None = None
+    fuzz: dict | None = None
     source: str = "defaults"  # where it came from, for the report
 
     def known(self):
@@ -60,7 +67,8 @@ class Config:
 
     _TYPES = {"profiles": list, "targets": list, "sources": list, "budget": (int, float), "limit_per_op": int,
               "python_path": list, "env": dict, "install": str, "known_issues": list,
-              "rules": list, "bisect": (list, str), "bisect_budget": (int, float)}
+              "rules": list, "bisect": (list, str), "bisect_budget": (int, float), "fuzz": dict}
+    FUZZ_KEYS = {"share": (int, float), "strategy": str, "max_blocks": int, "seed": int, "torch": bool}
 
     @classmethod
     def parse(cls, text: str | None, origin: str = CONFIG_FILE) -> "Config":
@@ -98,6 +106,20 @@ class Config:
             raise ConfigError(f"{origin}: bisect entries are commits, releases or none; got {bad[0]!r}")
         if data.get("bisect_budget") is not None and data["bisect_budget"] <= 0:
             raise ConfigError(f"{origin}: bisect_budget must be positive")
+        for key, value in (data.get("fuzz") or {}).items():
+            want = cls.FUZZ_KEYS.get(key)
+            if want is None:
+                raise ConfigError(f"{origin}: unknown fuzz key {key!r}; known: {', '.join(sorted(cls.FUZZ_KEYS))}")
+            if not isinstance(value, want) or (isinstance(value, bool) and want is not bool):
+                raise ConfigError(f"{origin}: fuzz.{key} must be a number" if key == "share" else
+                                  f"{origin}: fuzz.{key} must be {want.__name__}")
+        fz = data.get("fuzz") or {}
+        if "share" in fz and not 0 <= fz["share"] <= 0.9:
+            raise ConfigError(f"{origin}: fuzz.share must be between 0 and 0.9, got {fz['share']}")
+        if fz.get("strategy", "mcts") not in ("mcts", "random"):
+            raise ConfigError(f"{origin}: fuzz.strategy is mcts or random, got {fz['strategy']!r}")
+        if fz.get("max_blocks", 1) < 1:
+            raise ConfigError(f"{origin}: fuzz.max_blocks must be at least 1")
         if data.get("limit_per_op") is not None and data["limit_per_op"] < 1:
             raise ConfigError(f"{origin}: limit_per_op must be at least 1")
         from dlci.findings.known import KnownIssueError, parse as parse_known

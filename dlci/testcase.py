@@ -91,11 +91,15 @@ def _prepare(instance: Instance, target, out: Outcome, hook) -> _Prepared | None
     t = time.perf_counter()
     try:
         ref, ref64 = models.reference(instance)
+        why = models.spec_violation(instance)
     except Exception as e:
         _invalid(out, "reference", e)
         return None
     finally:
         out.timings["reference"] = time.perf_counter() - t
+    if why:  # a generated graph outside the specification tests no target (dlci.oracles.witness)
+        out.status, out.stage, out.symptom, out.message = INVALID, "reference", "outside the specification", why
+        return None
 
     # model form
     hook("model")
@@ -202,6 +206,12 @@ def _judge(prep: _Prepared, target, value: list, out: Outcome, hook, compiled=No
         return
     finally:
         out.timings["compare"] = time.perf_counter() - t
+    if verdict is None and instance.call.get("search"):  # a searched candidate: how close it came (dlci.evolve)
+        from dlci.evolve.fitness import measure
+        try:
+            out.fitness = measure(got, ref, ref64, instance.seed)
+        except Exception:  # noqa: BLE001 - a candidate without a fitness is ranked last, never an error
+            out.fitness = {}
     if verdict is not None:
         out.digest = digest(got)
         out.status, out.stage = INCONSISTENT, "compare"
@@ -278,8 +288,25 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
                 out.device = target.device
         if value is not None:
             _judge(prep, target, value, out, hook, compiled=keep[0] if keep else None)
+        from dlci.oracles.localise import localise, wants_localisation
+        if wants_localisation(instance, out):  # a graph's failure: which operator, and does it need the others
+            localise(instance, target_name, out, prep.ref, prep.ref64,
+                     lambda inst, name: execute(inst, name, stage_hook=hook), hook,
+                     got=None if value is None else [_as_output_array(g, None) for g in value])
     out.seconds = time.perf_counter() - t_start
     return out
+
+
+def target_outputs(instance: Instance, target_name: str) -> tuple[list[np.ndarray] | None, Outcome]:
+    """The target's own outputs on an instance (its model form converted, compiled and run; nothing judged): what
+    dlci.oracles.causal measures. None, with the reason in the Outcome, when a stage fails."""
+    target = get(target_name)
+    out = Outcome(instance_id=instance.id, op=instance.op, target=target_name, status=PASS)
+    prep = _prepare(instance, target, out, lambda stage: None)
+    if prep is None:
+        return None, out
+    value = _target_stages(target, prep.model, prep.inputs, instance.seed, out, lambda stage: None)
+    return (None if value is None else [_as_output_array(g, None) for g in value]), out
 
 
 def execute_batch(instances: list[Instance], target_name: str, *,

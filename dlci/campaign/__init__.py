@@ -24,11 +24,16 @@ def run(instances: Sequence[Instance], targets: dict, options: RunOptions, *, ro
     here, with the reason (reported, never failures). ``against``: a
     :class:`dlci.bisect.attribution.ReleaseComparison` that attributes the findings to the installed release or an
     older one (``dlci test --against``)."""
+    campaign = Campaign({i.id: i for i in instances}, dict(targets), not_on_runner=dict(not_on_runner or {}))
+    return run_tests(campaign, stages.plan(instances, campaign.targets, route=route), options, against=against)
+
+
+def run_tests(campaign: Campaign, tests, options: RunOptions, *, against=None) -> Report:
+    """The stages on given tests: a plan, or a source that makes its tests as it goes (``self_scheduling``: the
+    graph fuzzer, which adds its instances to ``campaign.instances`` as it makes them)."""
     out = options.out
     (out / "repro").mkdir(parents=True, exist_ok=True)
     clock = Clock(options.budget or 0.0)
-    campaign = Campaign({i.id: i for i in instances}, dict(targets), not_on_runner=dict(not_on_runner or {}))
-    tests = stages.plan(instances, campaign.targets, route=route)
     findings: list = []
     try:
         with stages.open_engine(options, campaign.targets) as engine:
@@ -92,4 +97,4 @@ def publish(campaign: Campaign, findings: list, options: RunOptions, *, env: dic
 
 
 __all__ = ["Campaign", "Clock", "FAIL_ON", "Report", "Route", "RunOptions", "Test", "nothing_here", "publish", "run",
-           "stages"]
+           "run_tests", "stages"]

@@ -171,11 +171,14 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
             yield job
 
     steered = Steered(tests) if reaches_change else None
+    # a source that makes its tests as it goes (the graph fuzzer) is taken in its own order and told every outcome
+    source = tests if getattr(tests, "self_scheduling", False) else None
     # an explicit run shares the budget between (target, source) arms by measured cost and yield; a PR scan keeps
     # the plan's order (touched operators first) and steers by coverage instead
-    scheduler = CostAware(tests) if steered is None and options.schedule == "cost" else None
-    # batches (Target.batch_size) only where no test needs its own coverage (a PR scan steers by it)
-    batching = options.batch and not trace_files and steered is None
+    scheduler = CostAware(tests) if steered is None and source is None and options.schedule == "cost" else None
+    # batches (Target.batch_size) only where no test needs its own coverage (a PR scan steers by it) and no
+    # source waits for one test's outcome to make the next
+    batching = options.batch and not trace_files and steered is None and source is None
     filling: dict[str, list[Test]] = {}  # target -> tests waiting for a full batch
     retry: deque = deque()  # members of a batch whose worker died: run one by one
     batch_members: dict[str, list[Test]] = {}  # batch job id -> its tests
@@ -261,6 +264,9 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
             if scheduler is not None and sig is None:
                 scheduler.observe(Test(campaign.instances[outcome.instance_id], outcome.target), outcome.seconds,
                                   outcome.status, new_signature=need is not None)
+            if source is not None and sig is None:
+                source.observe(Test(campaign.instances[outcome.instance_id], outcome.target), outcome,
+                               need is not None)
             now = time.monotonic()
             if now - last_progress[0] > 5:
                 last_progress[0] = now
@@ -309,6 +315,9 @@ def reduce(findings: list[Finding], campaign: Campaign, engine: Engine, options:
     from dlci.reduce import engine_runner, reduce_instance
     if hard_until is not None and options.check_repros and until is not None:
         until = min(until, hard_until - 1.2 * len(findings) * REPRO_CHECK_SECONDS / max(1, options.workers))
+    # a failure that needs several operators first: the hardest to cut down by hand, and what no single-operator
+    # test finds; a single operator's failure in a graph is cut to that operator in one step
+    findings = sorted(findings, key=lambda f: not (f.extra.get("graph") or {}).get("multi_operator"))
     for n, f in enumerate(findings):
         seconds = options.seconds_to_reduce(options.budget or 0.0)
         if until is not None:
@@ -329,6 +338,14 @@ def reduce(findings: list[Finding], campaign: Campaign, engine: Engine, options:
             f.instance_id = out.instance_id
             f.message, f.distance, f.traceback = out.message[:2000], out.distance, out.traceback[-4000:]
             f.instances = sorted(set(f.instances) | {out.instance_id})
+            if out.localised:  # the reduced graph's own localisation: each of its operators checked alone
+                whole = f.extra.get("graph") or {}
+                f.extra["graph"] = graph_details(out, red.reduced)
+                for key in WHOLE_GRAPH_KEYS:  # what was measured on the whole graph stays
+                    if key in whole:
+                        f.extra["graph"][key] = whole[key]
+            if "graph" in f.extra and red.params_that_matter:  # the reduced instance's word is the last one
+                f.extra["graph"]["parameters_that_matter"] = list(red.params_that_matter)
             ops = (f"{red.before['operators']} -> {red.after.get('operators')} operators, "
                    if red.before.get("operators", 1) != red.after.get("operators", 1) else "")
             options.progress(f"reduced {f.operator} on {f.target}: {ops}{red.before.get('elements')} -> "
@@ -355,7 +372,51 @@ def collect(campaign: Campaign) -> list[Finding]:
             confirmed=True, **target.finding_details()))
         if rep.device:  # a device target's finding names the device (findings.json, the reproducer)
             findings[-1].extra["device"] = rep.device
+        if rep.localised:
+            findings[-1].extra["graph"] = graph_details(rep, inst)
     return attribute_to_exporter(findings, campaign)
+
+
+# what localisation measured on the graph as found (dlci.oracles.localise), kept when the reduced graph is localised
+WHOLE_GRAPH_KEYS = ("first_divergent", "trace", "share", "graph_operators", "parameters_that_matter", "parameters")
+
+
+def graph_details(outcome: Outcome, inst: Instance) -> dict:
+    """What a graph finding says about its operators (dlci.oracles.localise): the operator it is localised to, the
+    graph's operators, each one's single-operator test on the same target, and whether the failure needs several;
+    for a wrong output, where the divergence starts (the trace) and the culprit's share of the final error."""
+    from dlci.reduce.graph import operators
+    loc = outcome.localised or {}
+    alone = loc.get("alone") or {}
+    every = bool(alone) and len(alone) == loc.get("nodes")
+    trace, share = loc.get("trace") or {}, loc.get("share") or {}
+    params = loc.get("parameters") or {}
+    audee = {**({"first_divergent": trace.get("first_divergent", "")} if trace.get("used") else {}),
+             **({"trace": trace} if trace else {}), **({"share": share} if share else {}),
+             **({"parameters_that_matter": params.get("matter", []), "parameters": params} if params else {})}
+    types = _node_types(inst)
+    count = len(types) if inst.call.get("kind") == "torch_program" else operators(inst)
+    return {"localised_to": loc.get("operator", outcome.op), "node": loc.get("node", ""),
+            "multi_operator": bool(loc.get("multi_operator")), **audee,
+            "graph_operators": loc.get("nodes", count),
+            "operators": count, "node_types": types,
+            "multi_operator_only": bool(loc.get("multi_operator")) and every and
+            all(s == "pass" for s in alone.values()),
+            "each_operator_alone": alone, "every_operator_checked": every,
+            **({"note": loc["note"]} if loc.get("note") else {}), **({"error": loc["error"]} if loc.get("error") else {})}
+
+
+def _node_types(inst: Instance) -> list[str]:
+    if inst.call.get("kind") == "torch_program":
+        from dlci.models.fx import FxView
+        try:
+            view = FxView(inst)
+            return [view.op_type(k) for k in range(len(view))]
+        except Exception:  # noqa: BLE001 - the report does without
+            return []
+    from dlci.models.graph import graph_of
+    g = graph_of(inst)
+    return g.operators() if g is not None else []
 
 
 def _same_failure(a: Outcome, b: Outcome) -> bool:

@@ -44,6 +44,7 @@ class Campaign:
     # results torch's own tests do not expect to match the CPU (dlci.oracles.device)
     device_notes: Counter = field(default_factory=Counter)
     devices: dict[str, str] = field(default_factory=dict)  # target -> the device its tests ran on, as named there
+    extra_stats: dict = field(default_factory=dict)  # a source's own figures (the graph fuzzer's coverage)
 
     def face(self, instance_id: str, spread: bool = False) -> tuple[int, int, int]:
         """How well an instance stands for a finding (smaller is better): of the operator the PR touched most
@@ -84,8 +85,9 @@ class Campaign:
         self.test_seconds += outcome.seconds
         for stage, secs in (outcome.timings or {}).items():
             self.stage_seconds[stage] += secs
-        if outcome.status == UNSUPPORTED:
-            # distinct reasons first: the one the PR introduced is often not the first one met
+        if outcome.status == UNSUPPORTED and not outcome.op.startswith("graph::"):
+            # distinct reasons first: the one the PR introduced is often not the first one met (a generated graph's
+            # are not kept: a PR scan asks the base revision about its operators' own unsupported tests)
             kept = self.unsupported.setdefault((outcome.target, outcome.op), [])
             said = F.normalize_message(outcome.message)
             if len(kept) < UNSUPPORTED_KEPT and all(F.normalize_message(o.message) != said for o in kept):
@@ -160,4 +162,5 @@ class Campaign:
             **({"targets_not_on_runner": dict(sorted(self.not_on_runner.items()))} if self.not_on_runner else {}),
             **({"devices": dict(sorted(self.devices.items()))} if self.devices else {}),
             **({"device_notes": dict(sorted(self.device_notes.items()))} if self.device_notes else {}),
+            **{k: (v() if callable(v) else v) for k, v in self.extra_stats.items()},
         }

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 
 # in the order `dlci --help` lists them
-MODULES = ("scan", "ops", "test", "rules", "nan", "bisect", "triage", "targets", "sources")
+MODULES = ("scan", "ops", "test", "fuzz", "evolve", "rules", "nan", "bisect", "triage", "targets", "sources")
 
 
 def commands() -> list:

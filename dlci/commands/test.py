@@ -13,8 +13,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--ops", default="all", help="comma-separated operators (aten::elu, elu, onnx::Relu, ...) or all")
     parser.add_argument("--targets", default="all", help="comma-separated target names or all")
     parser.add_argument("--harvest", action="append", help="also harvest operator calls from this pytest suite path")
-    parser.add_argument("--model", action="append", help="an ONNX model file to test whole (repeatable); a failure is "
-                                                         "reduced to the operators it needs")
+    parser.add_argument("--model", action="append",
+                        help="a model to test whole (repeatable): an ONNX file, or a PyTorch model as FILE.py:FUNCTION "
+                             "(FUNCTION returns the module in eval mode and a tuple of example inputs); a failure is "
+                             "localised to the operator causing it (and its parameters that matter) and reduced to it")
     parser.add_argument("--inputs", help="with --model: input values as .npz keyed by graph input name")
     parser.add_argument("--seed", type=int, default=0, help="with --model: seed of the drawn input values")
     parser.add_argument("--against", metavar="PACKAGE==VERSION",

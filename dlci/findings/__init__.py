@@ -50,13 +50,17 @@ def signature(outcome: Outcome, modules: tuple[str, ...] = ()) -> str:
     """Dedup key. Inconsistencies group per operator; crashes per converter frame (else operator)."""
     if outcome.status == INCONSISTENT:
         where = outcome.op
+        if (outcome.localised or {}).get("multi_operator"):  # needs other operators: not the operator's own bug
+            where += LOCALISED_IN_GRAPH
         detail = outcome.symptom
     else:
         where = converter_frame(outcome.traceback, modules) or outcome.op
-        detail = f"{outcome.symptom}: {normalize_message(outcome.message)}"
+        # a graph test's message with the graph's own names replaced (dlci.oracles.localise.anonymised)
+        detail = f"{outcome.symptom}: {normalize_message((outcome.localised or {}).get('message') or outcome.message)}"
     return f"{outcome.target}|{outcome.stage}|{where}|{detail}"
 
 
+LOCALISED_IN_GRAPH = " (in a graph)"  # a localised graph failure that needs other operators (oracles.localise)
 NEW_PART = "|new in PR"  # suffix of the part of a finding that base attribution found new (dlci.scan.attribution)
 NEW_IN_RELEASE_PART = "|new in release"  # the same, of release attribution (dlci test --against)
 

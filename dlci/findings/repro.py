@@ -257,7 +257,38 @@ def tflite_model(inst: Instance, leaf: bool = False) -> tuple[str, str]:
     return "buf = base64.b64decode(\n" + "".join(f"    {ln!r}\n" for ln in lines) + ")\n", "buf"
 
 
-MODEL_CODE = {"torch_fn": torch_model, "torch_module": torch_model, "onnx_model": onnx_model,
+def torch_program_model(inst: Instance, leaf: bool = False) -> tuple[str, str]:
+    """A user's whole PyTorch model (``FILE.py:FUNCTION``, dlci.models.fx): the script imports their file and calls
+    the function, then loads the weights the failing instance ran wherever they differ from the program's own (a
+    search changed them)."""
+    from dlci.models.fx import load
+    file, func = inst.call["program"].rsplit(":", 1)
+    code = (f"spec = importlib.util.spec_from_file_location(\"user_model\", {py_str(file)})\n"
+            "user_model = importlib.util.module_from_spec(spec)\n"
+            "spec.loader.exec_module(user_model)\n"
+            f"model = user_model.{func}()[0].eval()\n")
+    own = {k: v.detach().numpy() for k, v in load(inst.call["program"])[0].state_dict().items()}
+    changed = {k.split(":", 1)[1]: v for k, v in inst.arrays.items() if k.startswith("state:")
+               and not np.array_equal(own.get(k.split(":", 1)[1]), v)}
+    if changed:
+        entries = "".join(f"    {py_str(k)}: {torch_tensor_code(v)},\n" for k, v in changed.items())
+        code += f"model.load_state_dict({{\n{entries}}}, strict=False)\n"
+    return code, "model"
+
+
+def torch_graph_model(inst: Instance, leaf: bool = False) -> tuple[str, str]:
+    """A generated graph's module, as dlci.models.graph_torch writes it (the same source the campaign ran), its
+    weights as arrays."""
+    from dlci.models.graph import graph_of
+    from dlci.models.graph_torch import torch_source
+    src, arrays = torch_source(graph_of(inst))
+    weights = "".join(f"    {attr!r}: {array_code(a)},\n" for attr, a in arrays.items())
+    return src + f"\n\nmodel = Graph({{\n{weights}}}).eval()\n", "model"
+
+
+MODEL_CODE = {"torch_fn": torch_model, "torch_module": torch_model, "torch_program": torch_program_model,
+              "torch_graph": torch_graph_model,
+              "onnx_model": onnx_model,
               "keras_layer": keras_model, "tf_fn": keras_model, "tflite_model": tflite_model}
 FRAMEWORK_IMPORTS = {"torch": ["import torch"], "onnx": ["import onnx"],
                      "keras": ["import json", "import keras", "import tensorflow as tf"], "tflite": []}
@@ -528,6 +559,8 @@ def render_text(finding, inst: Instance, template: str | None = None) -> str:
         imports.append("import ml_dtypes")
     if "base64." in body + run:
         imports += ["import base64", "import io"]
+    if "importlib.util." in body:
+        imports.append("import importlib.util")
     if check["check"] == "process":
         imports += ["import subprocess", "import sys"]
     if "onnx.parser." in body:  # binds onnx too

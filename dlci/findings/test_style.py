@@ -422,8 +422,12 @@ def render_test(finding, instance: Instance, out_dir: Path, *, style: str | None
                    expected=R.array_code(np.asarray(ref[index])))
     if fw == "torch":
         leaf = target == "tvm.from_fx"
-        code, expr = R.torch_model(inst, class_name=camel if style.name != "openvino" else f"aten_{snake}",
-                                   leaf=leaf)
+        if inst.call["kind"] == "torch_program":  # a user's whole model: their file, as the script imports it
+            code, expr = R.torch_program_model(inst, leaf=leaf)
+            code = "import importlib.util\n\n" + code
+        else:
+            code, expr = R.torch_model(inst, class_name=camel if style.name != "openvino" else f"aten_{snake}",
+                                       leaf=leaf)
         aten = inst.op if inst.op.startswith("aten::") else ""
         ctx.update(model_code=code, model_expr=expr,
                    args=_tuple([R.torch_tensor_code(x) for x in inst.input_arrays()]),

@@ -96,6 +96,9 @@ def torch_call(inst: Instance) -> tuple[Any, list]:
     """
     call = inst.call
     tensors = _torch_inputs(inst)
+    if call["kind"] == "torch_program":  # a user's whole model (dlci.models.fx)
+        from dlci.models.fx import program_module
+        return program_module(inst), tensors
     FnCall, ModuleCall = _classes()
     if call["kind"] == "torch_fn":
         return FnCall(resolve(call["fn"]), call["fn"], call.get("args", []), call.get("kwargs", {})), tensors
@@ -105,6 +108,9 @@ def torch_call(inst: Instance) -> tuple[Any, list]:
         if not fkwargs and fargs == [{"$t": i} for i in range(len(tensors))]:
             return module, tensors
         return ModuleCall(module, fargs, fkwargs).eval(), tensors
+    if call["kind"] == "torch_graph":  # a generated multi-operator graph (dlci.models.graph)
+        from dlci.models.graph import graph_of
+        return graph_of(inst).to_torch(), tensors
     raise ValueError(f"{inst.id}: not a torch recipe: {call['kind']!r}")
 
 

@@ -423,6 +423,21 @@ def _onnx_reference(instance: Instance):
     return ref, ref64
 
 
+def spec_violation(instance: Instance) -> str | None:
+    """For a generated or reduced graph (an ``onnx_model`` instance marked ``localise``): why it is outside the ONNX
+    specification (dlci.oracles.witness), or None; cached with the reference. Other instances: None."""
+    if instance.framework != "onnx" or not instance.call.get("localise") or instance.origin.source == "model":
+        return None  # a user's model is what they run: judged as it is, not held to a second reading
+
+    def make():
+        from dlci.oracles import witness
+        if not witness.available():
+            return None
+        ref, ref64 = reference(instance)
+        return witness.outside_spec(build(instance, "onnx"), instance.input_arrays(), ref, ref64)
+    return _cached(instance, "spec", make)
+
+
 def exported_reference(instance: Instance, form: str, ref: list[np.ndarray], ref64: list[np.ndarray] | None
                        ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
     """The reference of an instance that reaches a target through an exporter (a torch instance exported to ONNX):
@@ -489,9 +504,21 @@ def _onnx_feed(model, arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
 
 def _onnx_reference64(model, arrays):
     """Evaluate a copy of the model with every float32 tensor widened to float64 (None if there are none)."""
+    from onnx.reference import ReferenceEvaluator
+    m = widen_to_float64(model)
+    if m is None:
+        return None
+    arrays64 = [a.astype(np.float64) if a.dtype == np.float32 else a for a in arrays]
+    out = ReferenceEvaluator(m).run(None, _onnx_feed(m, arrays64))
+    return [np.asarray(o) for o in out]
+
+
+def widen_to_float64(model):
+    """A copy of an ONNX model with every float32 tensor (inputs, outputs, value infos, initializers, tensor
+    attributes, casts to float) widened to float64; None when it has none, or operators outside the default domain
+    or subgraphs (not worth widening)."""
     import onnx
     from onnx import TensorProto, numpy_helper
-    from onnx.reference import ReferenceEvaluator
 
     F, D = TensorProto.FLOAT, TensorProto.DOUBLE
     m = copy.deepcopy(model)
@@ -516,11 +543,7 @@ def _onnx_reference64(model, arrays):
                 a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float64), a.t.name))
             elif a.name in ("to", "dtype") and a.type == onnx.AttributeProto.INT and a.i == F:
                 a.i = D
-    if not changed:
-        return None
-    arrays64 = [a.astype(np.float64) if a.dtype == np.float32 else a for a in arrays]
-    out = ReferenceEvaluator(m).run(None, _onnx_feed(m, arrays64))
-    return [np.asarray(o) for o in out]
+    return m if changed else None
 
 
 def _keras_reference(instance: Instance):

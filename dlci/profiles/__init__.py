@@ -31,6 +31,7 @@ class Analysis:
     profiles: list[str] = field(default_factory=list)
     touches: list[Touch] = field(default_factory=list)
     unmapped: list[dict] = field(default_factory=list)
+    graph_level: list[dict] = field(default_factory=list)  # changes to code every graph runs (ProfileResult)
     seconds: float = 0.0
 
     def to_dict(self, canonical: bool = False) -> dict:
@@ -46,6 +47,7 @@ class Analysis:
             "targets": sorted({x for t in self.touches for x in t.targets}),
             "touches": [t.to_dict() for t in self.touches],
             "unmapped": self.unmapped,
+            "graph_level": self.graph_level,
             "seconds": round(self.seconds, 3),
         }
         if canonical:
@@ -79,8 +81,25 @@ def analyse(repo: GitRepo, only: list[str] | None = None) -> Analysis:
                 seen.add(key)
                 result.touches.append(t if t.profile else Touch(**{**t.to_dict(), "profile": name}))
         result.unmapped += [{**u, "profile": name} for u in part.unmapped]
+        result.graph_level += [{**g, "profile": name} for g in part.graph_level + graph_level_changes(PROFILES[name], diff)]
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def graph_level_changes(profile: Profile, diff: Diff) -> list[dict]:
+    """The changed files under a profile's graph-level code (``Profile.graph_code``), one entry each with the first
+    changed line and the targets that reach it."""
+    import fnmatch
+    from dlci.targets import reaching
+    out = []
+    for ch in diff.files:
+        for pattern, component in profile.graph_code:
+            if fnmatch.fnmatch(ch.path, pattern) or (ch.old_path and fnmatch.fnmatch(ch.old_path, pattern)):
+                lines = sorted(ch.touched_head_lines()) or sorted(ch.removed)
+                out.append({"file": ch.path, "line": lines[0] if lines else 0, "component": component,
+                            "why": f"graph-level code ({pattern})", "targets": list(reaching(component))})
+                break
+    return out
 
 
 def registry() -> dict[str, Profile]:

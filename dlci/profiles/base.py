@@ -34,6 +34,9 @@ class ProfileResult:
     # changed files this profile recognised as its own (converter code) but could map to no operator:
     # reported, so a change to shared infrastructure is visible rather than silently ignored
     unmapped: list[dict] = field(default_factory=list)   # {"file", "line", "region", "why"}
+    # changes to code every graph goes through whatever its operators (passes, fusion, lowering, the importer's own
+    # node loop): no operator stands for them, multi-operator graphs do (the graph fuzzer's share of a scan)
+    graph_level: list[dict] = field(default_factory=list)  # {"file", "line", "why", "component", "targets"}
 
 
 class Profile:
@@ -47,6 +50,9 @@ class Profile:
     # checkout-relative PYTHONPATH entries, and environment values ({site_packages}, {checkout} are expanded)
     python_path: tuple[str, ...] = ()
     env: dict = {}
+    # (file pattern, component) of the compiler's graph-level code: a change there is tested with generated
+    # multi-operator graphs on the targets that reach the component (fnmatch patterns, repo-relative)
+    graph_code: tuple[tuple[str, str], ...] = ()
 
     def prepare_checkout(self, root: Path) -> None:
         """Give a checkout of this kind of repository what it needs, beside its own sources, to run over the

@@ -175,6 +175,10 @@ def ort_names(region, text) -> list[str]:
 @register
 class OnnxRuntimeProfile(Profile):
     name = "onnxruntime"
+    # graph optimisers (fusions, constant folding, layout transformation), the graph itself and session setup
+    graph_code = (("onnxruntime/core/optimizer/*", "onnxruntime:cpu"), ("onnxruntime/core/graph/*", "onnxruntime:cpu"),
+                  ("onnxruntime/core/framework/*", "onnxruntime:cpu"),
+                  ("onnxruntime/core/session/*", "onnxruntime:cpu"))
     description = "ONNX Runtime kernel registrations (execution providers, contrib ops)"
 
     def detect(self, repo: GitRepo) -> bool:

@@ -265,6 +265,14 @@ def analyse_cpp_frontends(profile: str, repo: GitRepo, diff: Diff, frontends, *,
 @register
 class OpenVINOProfile(Profile):
     name = "openvino"
+    # transformations (fusions, constant folding, layout), the core's shape inference, the CPU plugin's graph and
+    # node fusions, the ONNX frontend's graph walk, and the model conversion pipeline
+    graph_code = (("src/common/transformations/*", "openvino:ovc"), ("src/core/*", "openvino:ovc"),
+                  ("src/plugins/intel_cpu/src/graph*", "openvino:cpu"),
+                  ("src/plugins/intel_cpu/src/transformations/*", "openvino:cpu"),
+                  ("src/frontends/onnx/frontend/src/core/*", "openvino:frontend.onnx"),
+                  ("src/frontends/onnx/frontend/src/utils/*", "openvino:frontend.onnx"),
+                  ("tools/ovc/openvino/tools/ovc/*", "openvino:ovc"))
     description = ("OpenVINO frontends: PyTorch op_table.cpp (TorchScript/FX), ONNX ONNX_OP registrations, "
                    "TensorFlow and TensorFlow Lite op_table.cpp; the Python side (PyTorch decoders, torch.compile "
                    "backend, export decompositions, TensorFlow graph iterator, ovc)")

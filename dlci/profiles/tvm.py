@@ -78,6 +78,14 @@ class TVMProfile(Profile):
     # the checkout's Python sources over the installed wheel's native library (TVM's frontends are plain Python)
     python_path = ("python",)
     env = {"TVM_LIBRARY_PATH": "{site_packages}/tvm/lib"}
+    # Relax passes and pipelines, legalization, the VM build, TIR lowering and codegen: what every imported graph
+    # is compiled through (Python; the C++ counterparts need a build named in .dlci.yml install:)
+    graph_code = (("python/tvm/relax/transform/*", "tvm:relax"), ("python/tvm/relax/backend/*", "tvm:relax"),
+                  ("python/tvm/relax/pipeline.py", "tvm:relax"), ("python/tvm/relax/vm_build.py", "tvm:relax"),
+                  ("python/tvm/relax/block_builder.py", "tvm:relax"), ("python/tvm/tir/*", "tvm:codegen.llvm"),
+                  ("python/tvm/dlight/*", "tvm:codegen.llvm"), ("src/relax/transform/*", "tvm:relax"),
+                  ("src/relax/backend/*", "tvm:relax"), ("src/relax/ir/*", "tvm:relax"),
+                  ("src/tir/transforms/*", "tvm:codegen.llvm"), ("src/target/llvm/*", "tvm:codegen.llvm"))
 
     def prepare_checkout(self, root: Path) -> None:
         """TVM's build step looks for its C headers next to the Python package (wheel layout) or at the worktree root
@@ -158,6 +166,9 @@ class TVMProfile(Profile):
                         continue
                     explained.add((file, region))
                     why = f"{region} runs for every graph (reached from {fe.entry})"
+                    if side == "head":
+                        result.graph_level.append({"file": file, "line": line, "component": fe.component, "why": why,
+                                                   "targets": list(reaching(fe.component))})
                     for entry in common:
                         result.touches.append(Touch(
                             operator=entry.key, namespace=entry.namespace, converter=entry.converter,

@@ -9,7 +9,9 @@ Candidates run in the sandboxed workers through a caller-supplied ``run(candidat
 Passes, in order, each bounded by the budget (when it is spent the best instance so far is returned):
 
 0. **graph** (models with more than one operator) — delta debugging over the nodes, each candidate a valid model
-   whose cut values are fed the data the whole model computed there (:mod:`dlci.reduce.graph`);
+   whose cut values are fed the data the whole model computed there (:mod:`dlci.reduce.graph`); a user's torch
+   model (``torch_program``) is cut to its culprit operator alone instead (:mod:`dlci.reduce.program`), and for
+   both, the parameters pass comes next (what a graph finding says about its culprit);
 1. **shapes** — all inputs at once first (every dimension to 1, to a quarter, to a half: bisection on the whole
    instance), then each dimension (dimensions of equal size at the same right-aligned position across inputs
    shrink together, so broadcasting stays valid) by a parallel bisection toward 1, then leading axes of size 1
@@ -46,8 +48,9 @@ from dlci.instance import Instance
 from dlci.outcome import INVALID, Outcome
 import dlci.reduce.edit as E
 import dlci.reduce.graph as G
+from dlci.reduce.program import program_pass
 
-__all__ = ["Reduction", "reduce_instance", "engine_runner", "same_failure"]
+__all__ = ["Reduction", "reduce_instance", "engine_runner", "same_failure", "parameters_that_matter"]
 
 RunFn = Callable[[list[Instance]], list[dict]]
 _INTROSPECT_CACHE: dict[str, dict] = {}
@@ -167,6 +170,8 @@ class _Search:
         self.matter: list[str] = []
         self.required: list[str] = []
         self.inputs_matter: list[str] = []
+        self.accept_resets = True  # False: every reset is tried on the instance as given, none is kept
+        self.irrelevant: list[str] = []  # resets that still fail the same way (when none is kept)
 
     # time
     def can_run(self) -> bool:
@@ -266,7 +271,7 @@ class _Search:
             chunk = pending[:self.parallel]
             cands = [build(n) for n in chunk]
             res = self.evaluate(cands)
-            first_ok = next((k for k, r in enumerate(res) if r), None)
+            first_ok = next((k for k, r in enumerate(res) if r), None) if self.accept_resets else None
             for k, (name, cand, ok) in enumerate(zip(chunk, cands, res)):
                 if first_ok is not None and k > first_ok:
                     break  # tested against the instance before the accepted reset: tried again on the new one
@@ -275,7 +280,9 @@ class _Search:
                 pending.remove(name)
                 if cand is None:
                     continue
-                if ok:
+                if ok and not self.accept_resets:
+                    self.irrelevant.append(name)
+                elif ok:
                     self.accept(kind, what(name), cand)
                 elif required is not None and self.status.get(cand.id) == INVALID:
                     required.append(name)
@@ -457,6 +464,9 @@ def _torch_params(s: _Search, kind: str) -> None:
         ok = s.evaluate([cand])[0]
         if ok is None:
             break
+        if ok and not s.accept_resets:
+            s.irrelevant.append(name)
+            break  # the next one back would be tried with this one reset: not alone any more
         if ok:
             s.accept("param", f"{name} reset to its default (was {_value_text(value)})", cand)
             continue
@@ -510,8 +520,13 @@ def reduce_instance(instance: Instance, target: str, signature: str, *, run: Run
             s.note(f"the instance does not fail with this signature (got {got}): not reduced")
             return _finish(red, s, t0, confirmed=False)
         s.verdict[instance.id] = True
-        for name, fn in (("graph", G.graph_pass), ("shapes", _shape_pass), ("values", _values_pass),
-                         ("parameters", _params_pass), ("inputs", _inputs_pass)):
+        # a graph cut to the operator its failure is localised to names the parameters that matter first (what a
+        # graph finding says about its culprit, while the budget is fresh); single operators shrink first
+        params_first = before.get("operators", 1) > 1
+        for name, fn in (("graph", G.graph_pass), ("program", program_pass),
+                         *((("parameters", _params_pass),) if params_first else ()),
+                         ("shapes", _shape_pass), ("values", _values_pass),
+                         *((("parameters", _params_pass),) if not params_first else ()), ("inputs", _inputs_pass)):
             if not s.can_run():
                 s.note(f"budget spent before the {name} pass")
                 break
@@ -536,7 +551,25 @@ def reduce_instance(instance: Instance, target: str, signature: str, *, run: Run
         return red
 
 
+def parameters_that_matter(instance: Instance, target: str, signature: str, *, run: RunFn,
+                           modules: tuple[str, ...] = (), budget: float = 30.0) -> dict:
+    """Audee's parameter localisation: each parameter of a failing single-operator instance reset to its default
+    on its own, every other parameter as the instance has it (the parameters pass, with no reset kept); {"matter":
+    those whose reset gives a valid test without this failure, "required": those whose reset makes the call invalid,
+    "irrelevant": those whose reset still fails the same way}. dlci.oracles.localise runs it in the worker on a
+    graph's culprit, fed from the reference."""
+    s = _Search(instance, target, signature, run, modules, budget, time.monotonic())
+    s.verdict[instance.id] = True
+    s.accept_resets = False
+    _run_pass(s, "parameters", _params_pass)
+    return {"matter": list(dict.fromkeys(s.matter)), "required": list(dict.fromkeys(s.required)),
+            "irrelevant": list(dict.fromkeys(s.irrelevant))}
+
+
 def _metrics(inst: Instance) -> dict:
+    if inst.call.get("kind") == "torch_program":
+        from dlci.models.fx import operators
+        return {**E.metrics(inst), "operators": operators(inst)}
     return {**E.metrics(inst), "operators": G.operators(inst)}
 
 

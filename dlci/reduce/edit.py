@@ -103,6 +103,8 @@ def params_for(inst_framework: str, call: dict, arrays: dict) -> dict:
     if kind == "tf_fn":
         from dlci.instance.recipe import has_tensor
         return {k: v for k, v in call.get("kwargs", {}).items() if not has_tensor(v)}
+    if kind == "torch_graph":
+        return {"operators": len(call.get("graph", {}).get("nodes", []))}
     if kind == "onnx_model":
         from dlci.instance.recipe import attribute_value
         model = load_onnx(arrays)

@@ -38,6 +38,7 @@ import numpy as np
 
 from dlci.instance import Instance, Origin, TensorSpec
 import dlci.reduce.edit as E
+from dlci.findings import LOCALISED_IN_GRAPH
 
 __all__ = ["operators", "is_multi_operator", "graph_pass", "cut_model", "instance_from_model", "PASS_THROUGH"]
 
@@ -50,7 +51,10 @@ _RANDOM = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "Rando
 # -- measuring ---------------------------------------------------------------------------------------------
 
 def operators(inst: Instance) -> int:
-    """Number of operators of an instance: the nodes of an ONNX model's main graph; 1 for every other recipe."""
+    """Number of operators of an instance: the nodes of an ONNX model's main graph or of a torch graph; 1 for every
+    other recipe."""
+    if inst.call.get("kind") == "torch_graph":
+        return len(inst.call.get("graph", {}).get("nodes", [])) or 1
     if inst.call.get("kind") != "onnx_model" or "model" not in inst.arrays:
         return 1
     try:
@@ -335,8 +339,9 @@ def cut_model(base: _Base, keep: Iterable[int], rename: dict[str, str] | None = 
 class _Cutter:
     """Builds (and caches) the candidate for a set of kept nodes; counts cuts rejected by the checks."""
 
-    def __init__(self, s, base: _Base, anchors: set[int]):
+    def __init__(self, s, base: _Base, anchors: set[int], torch: bool = False):
         self.s, self.base, self.anchors = s, base, anchors
+        self.torch = torch  # the instance is a torch graph: candidates are cut in its ONNX form, built back in torch
         self.cache: dict[tuple, Instance | None] = {}
         self.built = 0
         self.rejected = 0
@@ -362,6 +367,8 @@ class _Cutter:
                     self.rejected += 1
                     self.s.note(f"graph: a cut failed the ONNX checks and was not run ({why[:120]})")
                     cand = None
+                elif self.torch:
+                    cand = _torch_twin(cand, self.s.original)
             except _Unbuildable:
                 self.unbuildable += 1
                 cand = None
@@ -393,6 +400,20 @@ class _Cutter:
             if any(r is None for r in res):
                 return None
         return None
+
+
+def _torch_twin(cand: Instance, original: Instance) -> Instance | None:
+    """The torch graph of a cut (made in the ONNX form of a torch graph); None when torch cannot express it."""
+    from dlci.models.graph import Graph, GraphError, graph_instance
+    try:
+        g = Graph.from_onnx(E.load_onnx(cand.arrays))
+        twin = graph_instance(g, cand.input_arrays(), op=original.op, source=original.origin.source,
+                              test=cand.origin.test, seed=original.seed, framework="torch",
+                              localise=bool(original.call.get("localise")))
+    except GraphError:
+        return None
+    twin.id = f"{original.id}-r{hashlib.sha1(twin.compute_id().encode()).hexdigest()[:8]}"
+    return twin
 
 
 def _shaped_outputs(original: Instance, cand: Instance, base: _Base, changed: bool) -> Instance:
@@ -442,8 +463,13 @@ def _describe(base: _Base, keep: Iterable[int]) -> str:
 def graph_pass(s) -> None:
     """The graph pass of :func:`dlci.reduce.reduce_instance` (``s`` is its search state)."""
     inst = s.current
-    if inst.call.get("kind") != "onnx_model" or operators(inst) < 2:
+    if inst.call.get("kind") not in ("onnx_model", "torch_graph") or operators(inst) < 2:
         return
+    torch = inst.call.get("kind") == "torch_graph"
+    if torch:  # cut in its ONNX form (the same graph), each candidate built back as a torch graph
+        from dlci.models.graph import graph_instance, graph_of
+        inst = graph_instance(graph_of(inst), inst.input_arrays(), op=inst.op, source=inst.origin.source,
+                              seed=inst.seed, localise=bool(inst.call.get("localise")))
     base = _Base(inst)
     if "checker" not in base.checks:
         s.note("graph: the model fails onnx.checker: candidates could not be validated, nodes not reduced")
@@ -456,7 +482,10 @@ def graph_pass(s) -> None:
         return
     parts = s.signature.split("|")
     anchors = base.anchors(inst.op) if len(parts) >= 3 and parts[2] == inst.op else set()
-    cut = _Cutter(s, base, anchors)
+    if not anchors and len(parts) >= 3 and inst.call.get("localise"):
+        # a localised graph failure names the operator it belongs to (dlci.oracles.localise): keep one of those
+        anchors = base.anchors(parts[2].removesuffix(LOCALISED_IN_GRAPH))
+    cut = _Cutter(s, base, anchors, torch)
     total = len(base.nodes)
     keep = list(range(total))
 

@@ -127,6 +127,19 @@ def _pr_section(pr: dict, findings: list) -> list[str]:
             lines += ["", "**Test gap** — changed lines no instance reached:", ""]
             lines += [f"- `{g['file']}:{g['line']}` ({g['region'] or 'module level'})" for g in cov["unreached"][:30]]
         lines.append("")
+    fz = pr.get("fuzz")
+    if fz:
+        lines += [f"Graph fuzzing share ({fz['share']:.0%} of the testing budget, {', '.join(fz['targets'])}): "
+                  f"{fz['why']}."]
+        if pr.get("fuzz_already_on_base"):
+            lines += [f"It also met {len(pr['fuzz_already_on_base'])} failure(s) the base revision shows the same "
+                      "way (not the PR's, not listed): " + ", ".join(f"`{f['operator']}` on {f['target']}"
+                                                                     for f in pr["fuzz_already_on_base"][:10]) + "."]
+        lines.append("")
+    if pr.get("graph_level"):
+        lines += ["Graph-level code changed (tested with generated multi-operator graphs):", ""]
+        lines += [f"- `{g['file']}:{g['line']}` — {g['why']}" for g in pr["graph_level"][:20]]
+        lines.append("")
     if pr.get("unmapped"):
         lines += ["Changed code that maps to no operator:", ""]
         lines += [f"- `{u['file']}:{u['line']}` {u.get('region') or ''} — {u['why']}" for u in pr["unmapped"][:30]]
@@ -154,6 +167,62 @@ def _ops_part(red: dict) -> str:
     """"11 to 1 operators, " when the graph pass removed operators (multi-operator instances)."""
     before, after = red["before"].get("operators"), red["after"].get("operators")
     return f"{before} to {after} operators, " if before and after and before != after else ""
+
+
+def _graph_lines(f: dict) -> list[str]:
+    """A graph finding: the operator it is localised to, the graph's operators, each one alone."""
+    g = f.get("graph")
+    if not g:
+        return []
+    ops = " -> ".join(g.get("node_types") or []) or "?"
+    lines = [f"- localised to `{g.get('localised_to')}` (node {g.get('node') or '-'}); the graph: {ops}"]
+    alone = g.get("each_operator_alone") or {}
+    if alone:
+        lines.append("- each operator alone on this target, inputs from the reference: "
+                     + ", ".join(f"{k} {v}" for k, v in alone.items()))
+    if g.get("multi_operator_only"):
+        lines.append(f"- **multi-operator only**: every one of the {g.get('operators')} operators passes alone; the "
+                     "failure needs them together")
+    lines += _culprit_lines(g)
+    return lines
+
+
+def _culprit_lines(g: dict) -> list[str]:
+    """Audee's answers for a wrong output: where the divergence starts, the culprit's parameters that matter and
+    its share of the final error."""
+    lines = []
+    trace = g.get("trace") or {}
+    if trace.get("used") and trace.get("first_divergent"):
+        lines.append(f"- first operator whose output diverges from the float64 reference (intermediate values "
+                     f"exposed): {trace['first_divergent']}")
+    elif trace.get("why"):
+        lines.append(f"- no trace of intermediate values: {trace['why']}")
+    if g.get("parameters_that_matter"):
+        lines.append("- parameters of the culprit that matter (reset alone, the failure goes away): "
+                     + ", ".join(f"`{p}`" for p in g["parameters_that_matter"]))
+    share = g.get("share") or {}
+    if "share" in share:
+        lines.append(f"- share of the final error the culprit accounts for: {share['share']:.0%} ({share.get('how')})")
+    return lines
+
+
+def _fuzz_section(fz: dict) -> list[str]:
+    cov = fz.get("coverage") or {}
+    nets = fz.get("networks") or {}
+    lines = ["## Graph fuzzing", "",
+             f"Strategy {(fz.get('strategy') or {}).get('strategy', '?')}: {nets.get('kept', 0)} networks run "
+             f"({nets.get('generated', 0)} generated: {nets.get('rejected', 0)} rejected by validation, "
+             f"{nets.get('no_new_coverage', 0)} added no coverage), {nets.get('mean_operators', 0)} operators on "
+             f"average; corpus {(fz.get('corpus') or {}).get('blocks', '?')} blocks over "
+             f"{(fz.get('corpus') or {}).get('operators', '?')} operators.", "",
+             "| OTC | IDC | ODC | SEC | SPC | OLC |", "|---|---|---|---|---|---|",
+             "| " + " | ".join(f"{cov.get(k, 0):.1%}" for k in ("OTC", "IDC", "ODC", "SEC", "SPC", "OLC")) + " |", ""]
+    tl = fz.get("timeline") or []
+    if len(tl) > 2:
+        marks = [tl[int(i * (len(tl) - 1) / 4)] for i in range(5)]
+        lines += ["Over time (seconds of testing: OLC):  " + ", ".join(f"{p['t']:.0f} s: {p['OLC']:.1%}"
+                                                                    for p in marks), ""]
+    return lines
 
 
 def render_markdown(doc: dict) -> str:
@@ -185,6 +254,7 @@ def render_markdown(doc: dict) -> str:
                          + (f"; the parameters that matter: {', '.join(f['reduction']['params_that_matter'])}"
                             if f['reduction'].get('params_that_matter') else "")]
                         if (f.get("reduction") or {}).get("changed") and f["reduction"].get("confirmed") else []),
+                      *_graph_lines(f),
                       *([f"- the same failure also shows through: {', '.join(f['also_in'])}"] if f.get("also_in") else []),
                       *([f"- new in {against['package']} {against['installed']}: {_new_in_release(f)}"]
                         if against else [f"- new in PR: {_new_in_pr(f)}"]),
@@ -192,6 +262,8 @@ def render_markdown(doc: dict) -> str:
                       f"- reproducer: `{f['repro']}` (run it alone: exits 1 while the bug reproduces)", "",
                       "<details><summary>message</summary>", "", "```", f["message"][:1500], "```", "", "</details>",
                       ""]
+    if st.get("fuzz"):
+        lines += _fuzz_section(st["fuzz"])
     lines += ["## Per target", "", "| target | pass | unsupported | invalid | crash | inconsistency |",
               "|---|---|---|---|---|---|"]
     for t, c in (st.get("per_target") or {}).items():

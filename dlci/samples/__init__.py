@@ -188,6 +188,38 @@ SAMPLES: dict[str, SamplePR] = {s.name: s for s in (
              "decoders read fails (a change no operator table names: tested with the operators every graph has, "
              "in bfloat16 by torch_variants)"),
     SamplePR(
+        "tvm-onnx-resize-shapeexpr",
+        "Revert \"[ONNX][FRONTEND][Fix] Update Resize to accept ShapeExpr\" (#18209)",
+        (Edit(f"{FRONTEND}/onnx/onnx_frontend.py",
+              """                "Reshape",
+                "Resize",
+                "ConstantOfShape",
+""",
+              """                "Reshape",
+                "ConstantOfShape",
+"""),
+         Edit(f"{FRONTEND}/onnx/onnx_frontend.py",
+              """                scales = scales.value.numpy()
+            elif isinstance(scales, relax.expr.ShapeExpr):
+                scales = [int(val.value) for val in scales.values]
+            else:""",
+              """                scales = scales.value.numpy()
+            else:"""),
+         Edit(f"{FRONTEND}/onnx/onnx_frontend.py",
+              """                sizes = sizes.value.numpy().astype("int64").tolist()[2:]
+            elif isinstance(sizes, relax.expr.ShapeExpr):
+                sizes = [int(val.value) for val in sizes.values][2:]
+            else:""",
+              """                sizes = sizes.value.numpy().astype("int64").tolist()[2:]
+            else:""")),
+        expect_operators=("interpolate",), expect_finding=True,
+        note="a real upstream fix reverted (https://github.com/apache/tvm/pull/18209, merged 2025-08-14): the "
+             "importer's node loop (graph-level: it runs for every graph) again refuses a Resize whose sizes are "
+             "computed from the data's Shape (a dynamic interpolate as exporters write it), and Resize again "
+             "rejects sizes given as a shape expression. Every single-operator Resize test passes (its sizes are "
+             "constants): only a multi-operator graph (Shape -> Slice -> Concat -> Resize) shows the regression, "
+             "which the scan's fuzz share builds around the touched operators"),
+    SamplePR(
         "tvm-docs-only",
         "[Docs] Clarify the nn.Module exporter docstring",
         (Edit("README.md", "A TVM-shaped repository", "A TVM-shaped repository (Python sources only)"),),

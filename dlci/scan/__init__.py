@@ -63,7 +63,8 @@ def scan(req: ScanRequest) -> Report:
         f"({analysis.seconds:.2f} s)")
     pr = {"repo": str(repo.path), "out": str(out.resolve()), "base": repo.base, "base_ref": req.base,
           "head": repo.head, "config": config.source, "profiles": analysis.profiles, "touched": ops_doc["touches"],
-          "unmapped": ops_doc["unmapped"], "diff_notes": ops_doc["notes"], "nothing_to_test": None}
+          "unmapped": ops_doc["unmapped"], "graph_level": ops_doc["graph_level"], "diff_notes": ops_doc["notes"],
+          "nothing_to_test": None}
 
     def nothing_to_test(reason: str) -> Report:
         pr["nothing_to_test"] = reason
@@ -75,15 +76,18 @@ def scan(req: ScanRequest) -> Report:
         say(f"nothing to test: {reason}")
         return report
 
-    if not analysis.touches:
+    fuzz = selection.fuzz_share(analysis, config, req.targets)
+    if fuzz is not None:
+        pr["fuzz"] = fuzz.describe()
+    if not analysis.touches and fuzz is None:
         return nothing_to_test("the diff touches no operator converter that a profile recognises")
 
-    chosen, want = _targets(analysis, config, req, pr)
-    if not chosen and pr.get("targets_not_on_runner"):
+    chosen, want = _targets(analysis, config, req, pr) if analysis.touches else ({}, {})
+    if not chosen and fuzz is None and pr.get("targets_not_on_runner"):
         return nothing_to_test(f"the touched code is reached by target(s) "
                                f"{', '.join(sorted(pr['targets_not_on_runner']))}, which need a device this runner "
                                "does not have (a runner pool's gpu shard tests them)")
-    if not chosen:
+    if not chosen and fuzz is None:
         return nothing_to_test(f"the touched converters are reached by target(s) "
                                f"{', '.join(sorted({x for t in analysis.touches for x in t.targets})) or '-'}, "
                                "none of which is installed or selected here")
@@ -92,7 +96,7 @@ def scan(req: ScanRequest) -> Report:
     from dlci.sources.selection import gather
     frameworks = {f for t in chosen.values() for f in t.frameworks}
     instances = gather(options.sources or sources.PR_SOURCES, sorted(want), limit_per_op=options.limit_per_op,
-                       frameworks=frameworks, progress=say, canonical=True)
+                       frameworks=frameworks, progress=say, canonical=True) if want else []
 
     def route(inst):
         return {x for c in operators.instance_ops(inst.op) & want.keys() for x in want[c]}
@@ -101,8 +105,9 @@ def scan(req: ScanRequest) -> Report:
     # its diversity and the first case of each variant kind are then about the tests that run
     instances = [i for i in instances if any(i.framework in chosen[t].frameworks for t in route(i) & chosen.keys())]
     pr["instances_selected"] = len(instances)
-    if not instances:
+    if not instances and want:
         pr["test_gap"] = "no migrated instance exists for the touched operators"
+    if not instances and fuzz is None:
         return nothing_to_test(f"no migrated instance of the touched operators ({', '.join(sorted(want))})")
 
     profiles_here = [profiles.PROFILES[n] for n in analysis.profiles]
@@ -120,7 +125,7 @@ def scan(req: ScanRequest) -> Report:
         say(f"{len(instances)} instances of {len({i.op for i in instances})} operators -> "
             f"{', '.join(chosen)}; budget {options.budget:.0f} s")
 
-        campaign = Campaign({i.id: i for i in instances}, dict(chosen),
+        campaign = Campaign({i.id: i for i in instances}, {**chosen, **(fuzz.targets if fuzz else {})},
                             not_on_runner=dict(pr.get("targets_not_on_runner") or {}),
                             preferred_ops=list(dict.fromkeys(c for t in analysis.touches
                                                              for c in operators.canonical(t.operator, t.namespace))))
@@ -132,10 +137,16 @@ def scan(req: ScanRequest) -> Report:
         try:
             clock.testing_starts()
             with stages.open_engine(options, campaign.targets, env=head_env) as engine:
-                stages.execute(campaign, tests, engine, options, trace_files=trace,
-                               until=clock.tests_until, hard_until=clock.hard,
-                               reaches_change=coverage.reach_test(head.path, converter_files, repo))
-            findings = stages.collect(campaign)
+                if tests:
+                    # the operators' own tests first; the fuzz share's graphs after them, in what is left
+                    until = clock.tests_until if fuzz is None else \
+                        time.monotonic() + (1 - fuzz.share) * (clock.tests_until - time.monotonic())
+                    stages.execute(campaign, tests, engine, options, trace_files=trace,
+                                   until=until, hard_until=clock.hard,
+                                   reaches_change=coverage.reach_test(head.path, converter_files, repo))
+                if fuzz is not None and not campaign.interrupted:
+                    _fuzz(campaign, fuzz, engine, options, clock, say)
+            findings = _fold_graph_duplicates(stages.collect(campaign))
             if (findings or campaign.unsupported) and not campaign.interrupted:
                 say(f"re-running {len(findings)} finding(s) and {len(campaign.unsupported)} unsupported "
                     f"operator(s) on the base revision {repo.base[:12]}")
@@ -146,6 +157,7 @@ def scan(req: ScanRequest) -> Report:
                 attribution.relabel_support_crashes(findings)
                 findings += attribution.support_removed(campaign, options, base_env, head_env, clock.post(0.55))
                 findings = attribution.fold(findings)
+                findings = _without_old_graph_findings(findings, pr)
                 for f in findings:
                     cov = [campaign.coverage.get((iid, f.target), {}) for iid in f.instances]
                     f.reaches_change = coverage.reaches(cov, head.path, converter_files, repo) \
@@ -196,6 +208,48 @@ def _bisect(findings: list, repo, config: Config, profiles_here: list, defaults:
     except (UsageError, InfrastructureError) as e:
         say(f"bisection failed: {e}")
         return {"error": str(e)}
+
+
+def _fold_graph_duplicates(findings: list) -> list:
+    """A generated graph's failure localised to one operator that the operator's own tests also show on the same
+    target, the same way, is that finding again: folded into it before anything re-runs it on base."""
+    from dlci import operators
+    own = {(f.target, f.oracle, f.stage, f.symptom, operators.instance_ops(f.operator)): f
+           for f in findings if f.origin.get("source") != "fuzz"}
+    kept = []
+    for f in findings:
+        g = f.extra.get("graph") or {}
+        head = own.get((f.target, f.oracle, f.stage, f.symptom, operators.instance_ops(f.operator))) \
+            if f.origin.get("source") == "fuzz" and g and not g.get("multi_operator") else None
+        if head is None:
+            kept.append(f)
+            continue
+        head.extra["also_in_generated_graphs"] = head.extra.get("also_in_generated_graphs", 0) + len(f.instances)
+    return kept
+
+
+def _without_old_graph_findings(findings: list, pr: dict) -> list:
+    """The fuzz share's failures that the base revision shows the same way are not the PR's and, unlike an old
+    failure of a touched operator, have nothing to do with what it changed: counted in the report, not reduced,
+    reproduced or listed as findings."""
+    old = [f for f in findings if f.origin.get("source") == "fuzz" and f.new_in_pr is False]
+    if old:
+        pr["fuzz_already_on_base"] = [{"operator": f.operator, "target": f.target, "symptom": f.symptom,
+                                       "signature": f.signature} for f in old]
+    return [f for f in findings if f not in old]
+
+
+def _fuzz(campaign: Campaign, share, engine, options: RunOptions, clock: Clock, say) -> None:
+    """The fuzz share: generated networks around the touched operators (or over the whole corpus for graph-level
+    changes) on the head revision, until testing time is up."""
+    from dlci.fuzz import FuzzRequest, fuzz_stream
+    say(f"fuzz share: {share.why}; targets {', '.join(share.targets)}; "
+        f"{max(0.0, clock.tests_until - time.monotonic()):.0f} s")
+    req = FuzzRequest(share.targets, options, strategy=share.strategy, seed=share.seed, max_blocks=share.max_blocks,
+                      must=share.must)
+    stream = fuzz_stream(campaign, req, say)
+    campaign.extra_stats["fuzz"] = stream.stats
+    stages.execute(campaign, stream, engine, options, until=clock.tests_until, hard_until=clock.hard)
 
 
 def _targets(analysis, config: Config, req: ScanRequest, pr: dict) -> tuple[dict, dict[str, set[str]]]:

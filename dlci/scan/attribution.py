@@ -210,10 +210,14 @@ def fold(findings: list[Finding]) -> list[Finding]:
     from dlci import operators
     groups: dict[tuple, list] = {}
     for f in findings:
-        key = (f.new_in_pr, f.oracle, f.stage, f.symptom, operators.instance_ops(f.operator))
+        # a graph failure that needs several operators is never the same root cause as one operator's own
+        needs_graph = bool((f.extra.get("graph") or {}).get("multi_operator"))
+        key = (f.new_in_pr, f.oracle, f.stage, f.symptom, operators.instance_ops(f.operator), needs_graph)
         groups.setdefault(key, []).append(f)
     kept = []
     for group in groups.values():
+        # the operator's own test stands for the group (its reproducer is the smallest), a generated graph's after
+        group.sort(key=lambda f: f.origin.get("source") == "fuzz")
         head, rest = group[0], group[1:]
         for other in rest:
             head.also_in = sorted((set(head.also_in) | {other.target} | set(other.also_in)) - {head.target})

@@ -3,6 +3,7 @@ the instances of the touched operators, and the environment the revision's code 
 from __future__ import annotations
 
 import fnmatch
+from dataclasses import dataclass
 
 from dlci.config import Config, ConfigError
 
@@ -70,3 +71,59 @@ def converter_files(analysis) -> list[str]:
     patterns = [pat for name in analysis.profiles for pat in getattr(PROFILES[name], "python_converter_files", ())]
     return sorted({f.path for f in analysis.diff.files if f.status != "deleted" and f.path.endswith(".py")
                    and any(fnmatch.fnmatch(f.path, p) for p in patterns)})
+
+
+# -- the graph fuzzer's share ----------------------------------------------------------------------------------------
+
+COMPILER_PROFILES = ("tvm", "openvino", "onnxruntime")  # the fuzz share is on by default for their repositories
+DEFAULT_FUZZ_SHARE = 0.3
+
+
+@dataclass
+class FuzzShare:
+    share: float            # of the testing budget
+    targets: dict           # name -> Target: installed, taking ONNX or torch graphs, reached by the change
+    must: set[str]          # corpus operators the networks are built around (touched ones); empty: whole corpus
+    strategy: str = "mcts"
+    max_blocks: int = 4
+    seed: int = 0
+    why: str = ""
+
+    def describe(self) -> dict:
+        return {"share": self.share, "targets": sorted(self.targets), "built_around": sorted(self.must),
+                "strategy": self.strategy, "why": self.why}
+
+
+def fuzz_share(analysis, config: Config, named: list[str] | None) -> FuzzShare | None:
+    """The fuzz share of a scan, or None: ``.dlci.yml`` ``fuzz.share`` (default 0.3 for a compiler's repository,
+    else off); networks go to the installed ONNX-taking targets that the change reaches (a touched converter's, or
+    graph-level code's, see Profile.graph_code), built around the touched operators the corpus has (each with varied
+    producers and consumers), or over the whole corpus when only graph-level code changed."""
+    from dlci import operators, targets
+    settings = dict(config.fuzz or {})
+    default = DEFAULT_FUZZ_SHARE if set(analysis.profiles) & set(COMPILER_PROFILES) else 0.0
+    share = float(settings.get("share", default))
+    if share <= 0:
+        return None
+    reached = {x for t in analysis.touches for x in t.targets} | {x for g in analysis.graph_level for x in g["targets"]}
+    wanted = set(named or config.targets or []) or None
+    # ONNX-taking targets by default; torch-only targets (each network as an nn.Module) when .dlci.yml asks: each
+    # of their tests exports the module, and localising a failure exports every node alone, which a PR's budget
+    # rarely affords beside the operators' own tests
+    kinds = {"onnx", "torch"} if settings.get("torch") else {"onnx"}
+    chosen = {n: t for n, t in targets.registry().items()
+              if n in reached and kinds & set(t.frameworks) and t.available() and (wanted is None or n in wanted)}
+    if not chosen:
+        return None
+    from dlci.fuzz.corpus import load_corpus
+    corpus = load_corpus()
+    touched = {c for t in analysis.touches if set(t.targets) & set(chosen)
+               for c in operators.canonical(t.operator, t.namespace)}
+    must = {op for op in corpus.ops if operators.instance_ops(f"onnx::{op}") & touched}
+    if not must and not analysis.graph_level:
+        return None  # the touched operators are in no block: nothing multi-operator to build around them
+    why = (f"graph-level code changed ({len(analysis.graph_level)} place(s))" if analysis.graph_level else "") + \
+        ("; " if analysis.graph_level and must else "") + \
+        (f"networks around the touched operators {', '.join(sorted(must))}" if must else "")
+    return FuzzShare(share, chosen, must, settings.get("strategy", "mcts"), settings.get("max_blocks", 4),
+                     settings.get("seed", 0), why)

@@ -1,5 +1,7 @@
-"""A user's whole model as one instance (``dlci test --model model.onnx [--inputs values.npz]``): a failure is then
-cut down by graph delta debugging to the operators it needs (dlci.reduce.graph)."""
+"""A user's whole model as one instance: an ONNX file (``dlci test --model model.onnx [--inputs values.npz]``) or a
+PyTorch model (``--model FILE.py:FUNCTION``, FUNCTION returning the module in eval mode and a tuple of example
+inputs, dlci.models.fx). A failure is localised to the operator that causes it (dlci.oracles.localise: ONNX nodes, or
+the torch calls of the module's FX graph), then cut down to it (dlci.reduce.graph, dlci.reduce.program)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,9 +12,31 @@ from dlci.errors import UsageError
 from dlci.instance import Instance
 
 
+def is_program(path: str) -> bool:
+    """``FILE.py:FUNCTION`` (or a .py file named alone, which is then a usage error)."""
+    return path.endswith(".py") or (":" in path and path.rsplit(":", 1)[0].endswith(".py"))
+
+
+def program_model_instance(spec: str, inputs_path: str | None, seed: int) -> Instance:
+    """A PyTorch model from ``FILE.py:FUNCTION``; what is wrong with it is a usage error."""
+    from dlci.models.fx import ProgramError, program_instance
+    if inputs_path:
+        raise UsageError(f"--inputs applies to ONNX models: {spec} returns its own example inputs")
+    if not spec.rsplit(":", 1)[-1].isidentifier() or spec.endswith(".py"):
+        raise UsageError(f"--model {spec}: a PyTorch model is given as FILE.py:FUNCTION (FUNCTION returns the module "
+                         "in eval mode and a tuple of example inputs)")
+    try:
+        return program_instance(spec, seed=seed)
+    except ProgramError as e:
+        raise UsageError(f"--model {e}") from None
+
+
 def model_instance(path: str, inputs_path: str | None, seed: int) -> Instance:
     """An ONNX model file as one instance: inputs from ``inputs_path`` (.npz keyed by graph input name) or drawn from
-    the declared shapes and dtypes (seeded). Bad files, dynamic shapes without inputs: usage errors."""
+    the declared shapes and dtypes (seeded); a ``FILE.py:FUNCTION`` PyTorch model (:func:`program_model_instance`).
+    Bad files, dynamic shapes without inputs: usage errors. A failure is localised to its operator."""
+    if is_program(path):
+        return program_model_instance(path, inputs_path, seed)
     import onnx
     from dlci.reduce.edit import feed_names
     from dlci.reduce.graph import instance_from_model
@@ -48,6 +72,9 @@ def model_instance(path: str, inputs_path: str | None, seed: int) -> Instance:
             arrays.append(rng.random(dims) < 0.5)
         else:
             raise UsageError(f"--model {path}: input {name!r} of type {dtype} needs --inputs FILE.npz")
-    # the model is named as a whole: the signature stays the same while the graph pass cuts it down
+    # named as a whole until a failure is localised to the operator that causes it (dlci.oracles.localise)
     stem = Path(path).stem.replace("::", "_") or "model"
-    return instance_from_model(model, arrays, op=f"model::{stem}", source="model", test=str(path), seed=seed)
+    inst = instance_from_model(model, arrays, op=f"model::{stem}", source="model", test=str(path), seed=seed)
+    inst.call["localise"] = len(model.graph.node) > 1
+    inst.id = inst.compute_id()
+    return inst

@@ -1,0 +1,111 @@
+"""Graph fuzzing: MCTS vs random block choice (the graph-fuzzing paper's RQ2), same generator, budget, targets and
+seeds, each run a fresh `python -m dlci fuzz` process.
+
+    .venv/bin/python benchmarks/fuzz.py [--budget 240] [--seeds 0,1] [--targets tvm.from_onnx,openvino.onnx,onnxruntime]
+                                        [--work DIR] [--json PATH]
+
+Per strategy (mean over the seeds): each operator-level coverage criterion (OTC, IDC, ODC, SEC, SPC) and OLC at
+fixed points of the testing time and at its end, networks kept, distinct confirmed findings (signatures; the ones a
+standalone reproducer reproduces alone) and, of those, the findings whose reduced graph needs several operators
+(every operator alone passes). Prints one JSON document (and writes it with --json); each run's own output folder
+stays under --work for review (findings.json, report.md, repro/).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CRITERIA = ("OTC", "IDC", "ODC", "SEC", "SPC", "OLC")
+STRATEGIES = ("mcts", "random")
+
+
+def run_one(strategy: str, seed: int, budget: float, targets: str, out: Path) -> dict:
+    cmd = [sys.executable, "-m", "dlci", "fuzz", "--strategy", strategy, "--seed", str(seed), "--budget",
+           str(budget), "--targets", targets, "--out", str(out), "--fail-on", "never"]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    wall = time.monotonic() - t0
+    doc = json.loads((out / "findings.json").read_text()) if (out / "findings.json").exists() else {}
+    fz = (doc.get("stats") or {}).get("fuzz") or {}
+    findings = doc.get("findings") or []
+    return {"strategy": strategy, "seed": seed, "exit": proc.returncode, "wall_seconds": round(wall, 1),
+            "coverage": fz.get("coverage"), "timeline": fz.get("timeline") or [],
+            "networks": fz.get("networks"), "tests_run": (doc.get("stats") or {}).get("tests_run"),
+            "findings": [{"id": f["id"], "target": f["target"], "operator": f["operator"], "symptom": f["symptom"],
+                          "signature": f["signature"], "repro_checked": f.get("repro_checked"),
+                          "multi_operator_only": (f.get("graph") or {}).get("multi_operator_only"),
+                          "operators": (f.get("graph") or {}).get("node_types")} for f in findings],
+            "out": str(out), "stderr_tail": proc.stderr[-600:] if proc.returncode not in (0, 1) else ""}
+
+
+def at(timeline: list[dict], t: float) -> dict:
+    """The coverage reached by time ``t`` (seconds of testing)."""
+    last = {k: 0.0 for k in CRITERIA}
+    for p in timeline:
+        if p["t"] > t:
+            break
+        last = p
+    return {k: last.get(k, 0.0) for k in CRITERIA}
+
+
+def summary(runs: list[dict], points: list[float]) -> dict:
+    out = {}
+    for s in STRATEGIES:
+        mine = [r for r in runs if r["strategy"] == s]
+        if not mine:
+            continue
+        final = {k: round(statistics.mean((r["coverage"] or {}).get(k, 0.0) for r in mine), 4) for k in CRITERIA}
+        over_time = {f"{int(t)}s": {k: round(statistics.mean(at(r["timeline"], t)[k] for r in mine), 4)
+                                    for k in CRITERIA} for t in points}
+        found = [f for r in mine for f in r["findings"] if f["repro_checked"] is not False]
+        out[s] = {"final": final, "over_time": over_time,
+                  "networks": round(statistics.mean((r["networks"] or {}).get("kept", 0) for r in mine), 1),
+                  "findings_per_run": round(statistics.mean(len(r["findings"]) for r in mine), 2),
+                  "distinct_findings": len({f["signature"] for f in found}),
+                  "multi_operator_findings": len({f["signature"] for f in found if f["multi_operator_only"]}),
+                  "multi_operator_per_run": round(statistics.mean(
+                      len({f["signature"] for f in r["findings"] if f["multi_operator_only"]}) for r in mine), 2)}
+    if len(out) == 2:
+        m, r = out["mcts"], out["random"]
+        out["mcts_ahead"] = {k: m["final"][k] > r["final"][k] for k in CRITERIA}
+        out["mcts_ahead"]["distinct_findings"] = m["distinct_findings"] >= r["distinct_findings"]
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--budget", type=float, default=240.0)
+    ap.add_argument("--seeds", default="0,1")
+    ap.add_argument("--targets", default="tvm.from_onnx,openvino.onnx,onnxruntime")
+    ap.add_argument("--work", default=None, help="folder for the runs' outputs (default: a temporary one)")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    work = Path(args.work or tempfile.mkdtemp(prefix="dlci-bench-fuzz-"))
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    runs = []
+    for seed in seeds:
+        for s in STRATEGIES:  # alternated per seed, so that machine load drifts hit both alike
+            r = run_one(s, seed, args.budget, args.targets, work / f"{s}-seed{seed}")
+            print(json.dumps({k: r[k] for k in ("strategy", "seed", "exit", "wall_seconds", "coverage", "networks")}
+                             | {"findings": len(r["findings"])}), file=sys.stderr, flush=True)
+            runs.append(r)
+    testing = 0.6 * args.budget
+    points = [round(testing * f) for f in (0.25, 0.5, 0.75, 1.0)]
+    doc = {"budget": args.budget, "seeds": seeds, "targets": args.targets.split(","), "work": str(work),
+           "summary": summary(runs, points), "runs": runs}
+    text = json.dumps(doc, indent=1)
+    if args.json:
+        Path(args.json).write_text(text)
+    print(json.dumps(doc["summary"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""Which blocks and mutations the next network is made of: Monte Carlo tree search (the paper's block chooser) or
+uniform random choice (the baseline), both feeding the same generator.
+
+MCTS: each tree node is a block, a path from the root a set of blocks for one network.
+- Selection: from the root, children by UCT, potential = v/n + e*sqrt(ln N / n) (v the node's summed reward, n its
+  visits, N its parent's), down to a leaf; a node visited tc2 times is exhausted (not selected again) and the tree
+  goes no deeper than tc1 blocks. A node widens (gets a new child) while it has fewer than 1 + sqrt(n) children.
+- Expansion: the new child is the corpus operator with the lowest operator-level coverage (OLC_op) not yet on the
+  path — its operator block or a subgraph block containing it; every other expansion takes the subgraph block
+  expanded least so far instead (subgraphs are made of operators covered early, so the lowest-coverage rule alone
+  would rarely reach the structures they exist for).
+- Simulation: the network generated from the path's blocks is run on the targets.
+- Backpropagation: the reward goes to every node on the path: the success ratio of the network's tests (those that
+  ran and passed: the paper's success, which keeps one exception from being found again and again) and its coverage
+  gain, plus one for a failure signature seen for the first time (two when the failure needs several operators). Visits count when a network is chosen (a virtual
+  loss: several networks are in flight at once).
+Mutations: each of the six is a two-armed bandit (with / without), drawn by Thompson sampling on the same reward.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dlci.fuzz.corpus import Block, Corpus
+from dlci.fuzz.coverage import Coverage
+from dlci.fuzz.generate import MUTATIONS
+
+STRATEGIES = ("mcts", "random")
+
+
+@dataclass
+class Choice:
+    blocks: list[Block]
+    mutations: list[str]
+    handle: object = None  # the strategy's own record of the choice (the MCTS path)
+
+
+class Strategy:
+    name = ""
+
+    def __init__(self, corpus: Corpus, coverage: Coverage, rng: np.random.Generator, *, max_blocks: int = 4,
+                 must: set[str] | None = None):
+        self.corpus, self.coverage, self.rng, self.max_blocks = corpus, coverage, rng, max_blocks
+        self.must = must or set()
+        self._turn = 0
+        self.choices = 0
+        self.rewards = 0.0
+
+    def choose(self) -> Choice:
+        raise NotImplementedError
+
+    def feedback(self, choice: Choice, reward: float) -> None:
+        self.rewards += reward
+
+    def _with_must(self, blocks: list[Block]) -> list[Block]:
+        """A PR's touched operators: every network holds a block of one of them, the operators taking turns, each
+        block holding it taking turns too (its producers and consumers vary with the rest of the choice)."""
+        if not self.must:
+            return blocks
+        ops = sorted(self.must)
+        op = ops[self._turn % len(ops)]
+        self._turn += 1
+        if any(op in b.ops for b in blocks):
+            return blocks
+        holders = [b for b in self.corpus.blocks if op in b.ops]
+        if not holders:
+            return blocks
+        pick = holders[int(self.rng.integers(len(holders)))]
+        return [pick] + blocks[: self.max_blocks - 1]
+
+    def stats(self) -> dict:
+        return {"strategy": self.name, "choices": self.choices,
+                "mean_reward": round(self.rewards / self.choices, 4) if self.choices else None}
+
+
+class RandomStrategy(Strategy):
+    """The baseline: 1 to max_blocks blocks uniformly at random, each mutation with probability one half."""
+    name = "random"
+
+    def choose(self) -> Choice:
+        self.choices += 1
+        k = int(self.rng.integers(1, self.max_blocks + 1))
+        blocks = [self.corpus.blocks[int(i)] for i in self.rng.integers(len(self.corpus.blocks), size=k)]
+        muts = [m for m in MUTATIONS if self.rng.random() < 0.5]
+        return Choice(self._with_must(blocks), muts)
+
+
+class _Node:
+    __slots__ = ("block", "parent", "children", "n", "v")
+
+    def __init__(self, block: str | None, parent: "_Node | None"):
+        self.block, self.parent = block, parent
+        self.children: dict[str, _Node] = {}
+        self.n = 0
+        self.v = 0.0
+
+    def path(self) -> list[str]:
+        out, node = [], self
+        while node is not None and node.block is not None:
+            out.append(node.block)
+            node = node.parent
+        return out[::-1]
+
+
+@dataclass
+class _Arm:
+    wins: float = 1.0
+    losses: float = 1.0
+
+    def draw(self, rng) -> float:
+        return float(rng.beta(self.wins, self.losses))
+
+
+class MCTSStrategy(Strategy):
+    name = "mcts"
+
+    def __init__(self, corpus, coverage, rng, *, max_blocks: int = 4, max_visits: int = 24,
+                 exploration: float = 1.0, must=None):
+        super().__init__(corpus, coverage, rng, max_blocks=max_blocks, must=must)
+        self.tc1, self.tc2, self.e = max_blocks, max_visits, exploration
+        self.root = _Node(None, None)
+        self.blocks = corpus.by_name()
+        self.arms = {m: (_Arm(), _Arm()) for m in MUTATIONS}  # (with, without)
+        self.resets = 0
+        self.expansions = 0
+        self.uses: Counter = Counter()  # subgraph block -> times expanded
+
+    def _uct(self, child: _Node, parent: _Node) -> float:
+        if child.n == 0:
+            return math.inf
+        return child.v / child.n + self.e * math.sqrt(math.log(max(1, parent.n)) / child.n)
+
+    def _expand(self, node: _Node) -> _Node | None:
+        on_path = set(node.path())
+        taken = set(node.children)
+        self.expansions += 1
+        if self.expansions % 2 == 0:
+            # every other expansion: the subgraph block used least so far. Subgraphs hold operators that are
+            # covered early (conv, add, pad), so the lowest-coverage rule alone would rarely pick one, and their
+            # structure is what random wiring does not produce (the paper's reason for subgraph blocks)
+            subgraphs = [b for b in self.corpus.blocks if b.kind == "subgraph" and b.name not in taken
+                         and b.name not in on_path]
+            if subgraphs:
+                pick = min(subgraphs, key=lambda b: (self.uses[b.name], self.rng.random()))
+                self.uses[pick.name] += 1
+                child = node.children[pick.name] = _Node(pick.name, node)
+                return child
+        for op in self.coverage.lowest():
+            holders = [b for b in self.corpus.containing(op) if b.name not in taken and b.name not in on_path]
+            if not holders:
+                continue
+            single = [b for b in holders if b.kind == "operator"]
+            pick = single[0] if single and self.rng.random() < 0.5 else holders[int(self.rng.integers(len(holders)))]
+            child = node.children[pick.name] = _Node(pick.name, node)
+            return child
+        return None
+
+    def choose(self) -> Choice:
+        self.choices += 1
+        node = self.root
+        depth = 0
+        while True:
+            live = [c for c in node.children.values() if c.n < self.tc2]
+            can_widen = depth < self.tc1 and len(node.children) < 1 + math.isqrt(max(0, node.n))
+            if can_widen or (not live and depth < self.tc1):
+                child = self._expand(node)
+                if child is not None:
+                    node = child
+                    break
+            if not live:
+                break
+            node = max(live, key=lambda c: (self._uct(c, node), -c.n))
+            depth += 1
+            if depth >= self.tc1:
+                break
+        if node is self.root:  # every branch exhausted: a fresh tree (coverage has moved on meanwhile)
+            self.root = _Node(None, None)
+            self.resets += 1
+            node = self._expand(self.root) or self.root
+        names = node.path()
+        walk = node
+        while walk is not None:  # a virtual loss until the reward comes back
+            walk.n += 1
+            walk = walk.parent
+        muts = [m for m, (w, wo) in self.arms.items() if w.draw(self.rng) > wo.draw(self.rng)]
+        blocks = [self.blocks[n] for n in names] or [self.corpus.blocks[int(self.rng.integers(len(self.corpus.blocks)))]]
+        return Choice(self._with_must(blocks), muts, node)
+
+    def feedback(self, choice: Choice, reward: float) -> None:
+        super().feedback(choice, reward)
+        walk = choice.handle
+        while isinstance(walk, _Node):
+            walk.v += reward
+            walk = walk.parent
+        r = min(1.0, max(0.0, reward))
+        for m, (w, wo) in self.arms.items():
+            arm = w if m in choice.mutations else wo
+            arm.wins += r
+            arm.losses += 1.0 - r
+
+    def stats(self) -> dict:
+        best = sorted(self.root.children.values(), key=lambda c: -c.v / max(1, c.n))[:5]
+        return {**super().stats(), "tree_resets": self.resets,
+                "best_first_blocks": [{"block": c.block, "visits": c.n, "mean_reward": round(c.v / max(1, c.n), 3)}
+                                      for c in best],
+                "mutation_rates": {m: round(w.wins / (w.wins + w.losses), 3) for m, (w, _) in self.arms.items()}}
+
+
+def make_strategy(name: str, corpus: Corpus, coverage: Coverage, rng, **kw) -> Strategy:
+    if name == "mcts":
+        return MCTSStrategy(corpus, coverage, rng, **kw)
+    if name == "random":
+        return RandomStrategy(corpus, coverage, rng, **kw)
+    raise ValueError(f"unknown strategy {name!r} (one of {', '.join(STRATEGIES)})")

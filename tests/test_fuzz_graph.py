@@ -1,0 +1,159 @@
+"""The graph model, the block corpus, the generator and the coverage criteria of the graph fuzzer (no target run)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+
+from dlci.fuzz.corpus import Corpus, load_corpus  # noqa: E402
+from dlci.fuzz.coverage import Coverage  # noqa: E402
+from dlci.fuzz.generate import MUTATIONS, NodeFeature, generate, rn_graph, ws_graph  # noqa: E402
+from dlci.fuzz.search import MCTSStrategy, RandomStrategy  # noqa: E402
+from dlci.models.graph import Graph, GraphError, Node, Value, graph_instance, graph_of  # noqa: E402
+
+
+def _conv_graph() -> Graph:
+    rng = np.random.default_rng(0)
+    return Graph([Value("x", (1, 3, 6, 6))],
+                 [Node("Conv", ["x", "W"], ["c"], {"pads": [1, 1, 1, 1]}), Node("Add", ["c", "b"], ["a"]),
+                  Node("Relu", ["a"], ["y"]), Node("ReduceMean", ["y", "axes"], ["m"], {"keepdims": 1})],
+                 ["m"], {"W": rng.standard_normal((4, 3, 3, 3)).astype(np.float32),
+                         "b": rng.standard_normal((1, 4, 1, 1)).astype(np.float32), "axes": np.array([2, 3])})
+
+
+def test_coverage_criteria_are_the_papers_table_ii():
+    """The paper's worked example (Table II): BC = Conv2d {1}, Relu {1}, Add {2}, out-degrees {0, 1, 2},
+    n_maxspc = 10; a test set where Conv2d has out-degrees {1, 2}, two shape/parameter vectors and one successor
+    type, Relu out-degree {1}, one vector, one successor, Add out-degrees {0, 1}, three vectors, one successor."""
+    corpus = Corpus([], {}, {"Conv2d": {1}, "Relu": {1}, "Add": {2}})
+    cov = Coverage(corpus)
+    cov.add([NodeFeature("Conv2d", 1, 1, ("Relu",), "c1"), NodeFeature("Relu", 1, 1, ("Add",), "r1"),
+             NodeFeature("Add", 2, 0, (), "a1")])
+    cov.add([NodeFeature("Conv2d", 1, 2, ("Relu",), "c2"), NodeFeature("Add", 2, 1, ("Conv2d",), "a2")])
+    cov.add([NodeFeature("Add", 2, 0, (), "a3"), NodeFeature("Conv2d", 1, 1, ("Relu",), "c1")])
+    per = cov.per_operator()
+    assert per["Conv2d"] == {"OTC": 1.0, "IDC": 1.0, "ODC": 0.6667, "SEC": 0.3333, "SPC": 0.2, "OLC": 0.64}
+    assert per["Relu"] == {"OTC": 1.0, "IDC": 1.0, "ODC": 0.3333, "SEC": 0.3333, "SPC": 0.1, "OLC": 0.5533}
+    assert per["Add"] == {"OTC": 1.0, "IDC": 1.0, "ODC": 0.6667, "SEC": 0.3333, "SPC": 0.3, "OLC": 0.66}
+    figs = {k: round(v, 3) for k, v in cov.figures().items()}
+    assert figs == {"OTC": 1.0, "IDC": 1.0, "ODC": 0.556, "SEC": 0.333, "SPC": 0.2, "OLC": 0.618}
+    # a graph with nothing new adds no coverage; one new vector does
+    assert not cov.adds([NodeFeature("Relu", 1, 1, ("Add",), "r1")])
+    assert cov.adds([NodeFeature("Relu", 1, 1, ("Add",), "r2")])
+    # weights: the paper's note that ODC's weight is 0 when every out-degree is 1
+    assert Coverage(corpus, weights={"OTC": 1, "IDC": 1, "ODC": 0, "SEC": 1, "SPC": 1}).olc_op("Conv2d") == 0.0
+
+
+def test_graph_model_validates_materialises_and_serves_audee():
+    g = _conv_graph()
+    types = g.check()
+    assert types["y"] == ((1, 4, 6, 6), "float32") and types["m"] == ((1, 4, 1, 1), "float32")
+    x = np.random.default_rng(1).standard_normal((1, 3, 6, 6)).astype(np.float32)
+    out32, out64 = g.evaluate([x])[0], g.evaluate([x], float64=True)[0]
+    assert out64.dtype == np.float64 and np.allclose(out32, out64, atol=1e-5)
+    # the spec round trip (constants travel as arrays), the ONNX round trip
+    again = Graph.from_spec(json.dumps(g.to_spec()), g.arrays())
+    assert np.array_equal(again.evaluate([x])[0], out32)
+    assert Graph.from_onnx(g.to_onnx()).operators() == ["Conv", "Add", "Relu", "ReduceMean"]
+    # Audee: intermediate values exposed, a node fed from elsewhere, weights changed with the structure kept
+    values = g.evaluate([x], intermediate=True)
+    wide = g.with_outputs(["a"])
+    assert np.allclose(wide.evaluate([x])[1], values["a"])
+    alone = g.cut([2])
+    assert [v.name for v in alone.inputs] == ["a"] and alone.operators() == ["Relu"]
+    assert np.allclose(alone.evaluate([values["a"]])[0], values["y"])
+    zero = g.with_constants({"W": np.zeros((4, 3, 3, 3), np.float32)})
+    assert zero.operators() == g.operators() and not np.allclose(zero.evaluate([x])[0], out32)
+    with pytest.raises(GraphError, match="does not replace"):
+        g.with_constants({"W": np.zeros((1,), np.float32)})
+    # as an instance, and back
+    inst = graph_instance(g, [x], source="test")
+    assert inst.call["kind"] == "onnx_model" and inst.call["localise"] is True
+    assert graph_of(inst).operators() == g.operators()
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("{not json", "not JSON"),
+    ("[1, 2]", "must be an object"),
+    ('{"inputs": [], "nodes": [], "outputs": []}', "no node"),
+    ('{"inputs": [{"name": "x", "shape": [2]}], "nodes": [{"op": "NoSuchOp", "inputs": ["x"], "outputs": ["y"]}],'
+     ' "outputs": ["y"]}', "no operator NoSuchOp"),
+    ('{"inputs": [{"name": "x", "shape": [2]}], "nodes": [{"op": "Relu", "inputs": ["z"], "outputs": ["y"]}],'
+     ' "outputs": ["y"]}', "which no earlier node"),
+    ('{"inputs": [{"name": "x", "shape": [2]}], "nodes": [{"op": "Relu", "inputs": ["x"], "outputs": ["y"],'
+     ' "attrs": {"alpha": 1}}], "outputs": ["y"]}', "no attribute 'alpha'"),
+    ('{"inputs": [{"name": "x", "shape": [2, "a"]}], "nodes": [], "outputs": []}', "non-negative integers"),
+    ('{"inputs": [{"name": "x", "shape": [2, 3]}], "nodes": [{"op": "MatMul", "inputs": ["x", "x"], '
+     '"outputs": ["y"]}], "outputs": ["y"]}', "ONNX rejects the graph"),
+    ('{"inputs": [{"name": "x", "shape": [2]}], "nodes": [{"op": "Relu", "inputs": ["x"], "outputs": ["y"]}],'
+     ' "outputs": ["x"]}', "not computed by any node"),
+])
+def test_a_malformed_graph_spec_is_a_clear_error(spec, message):
+    with pytest.raises(GraphError, match=message):
+        Graph.from_spec(spec).check()
+
+
+def test_random_graph_models():
+    rng = np.random.default_rng(0)
+    for g in (rn_graph(3, 0.6, 8, rng), ws_graph(4, 0.3, 8, rng)):
+        assert g.n == 8 and all(i < j for i, j in g.edges)  # acyclic: edges go forward
+    line = rn_graph(2, 0.0, 5, rng)
+    assert line.edges == {(0, 1), (1, 2), (2, 3), (3, 4)}  # p = 0: the line alone
+
+
+def test_generated_networks_are_valid_and_agree_with_a_second_reading_of_onnx():
+    from dlci.fuzz.stream import _witness
+    corpus = load_corpus()
+    assert len(corpus.ops) > 80 and any(b.kind == "subgraph" for b in corpus.blocks)
+    assert "Hardmax" in corpus.skipped  # left out, with why
+    rng = np.random.default_rng(7)
+    made = 0
+    for k in range(25):
+        blocks = [corpus.blocks[int(i)] for i in rng.integers(len(corpus.blocks), size=3)]
+        try:
+            gen = generate(corpus, blocks, [m for m in MUTATIONS if rng.random() < 0.4], rng)
+            _witness(gen)  # ONNX Runtime without optimisations must agree with the reference, else no network
+        except GraphError:
+            continue
+        made += 1
+        gen.graph.check()
+        assert gen.features and all(f.in_degree >= 1 for f in gen.features)
+        assert all(v.dtype == "float32" for v in gen.graph.inputs)
+    assert made >= 15
+
+
+def test_mcts_expands_the_least_covered_operator_and_learns_from_rewards():
+    corpus = load_corpus()
+    cov = Coverage(corpus)
+    rng = np.random.default_rng(0)
+    mcts = MCTSStrategy(corpus, cov, rng, max_blocks=3)
+    first = mcts.choose()
+    assert first.blocks and set(first.blocks[0].ops) & {cov.lowest()[0]}
+    for _ in range(40):
+        c = mcts.choose()
+        mcts.feedback(c, 1.0 if c.blocks[0].name == first.blocks[0].name else 0.0)
+    assert mcts.stats()["best_first_blocks"][0]["block"] == first.blocks[0].name
+    rnd = RandomStrategy(corpus, cov, np.random.default_rng(0), must={"Resize"})
+    assert all(any("Resize" in b.ops for b in rnd.choose().blocks) for _ in range(10))
+
+
+def test_the_torch_form_computes_what_the_onnx_reference_does_and_says_what_it_cannot_express():
+    torch = pytest.importorskip("torch")
+    from dlci.models.graph_torch import check_torch, torch_source
+    g = _conv_graph()
+    x = np.random.default_rng(2).standard_normal((1, 3, 6, 6)).astype(np.float32)
+    check_torch(g)  # meta tensors: the shapes and dtypes ONNX inference gives
+    with torch.no_grad():
+        got = g.to_torch()(torch.from_numpy(x))[0].numpy()
+    assert np.allclose(got, g.evaluate([x])[0], rtol=1e-4, atol=1e-5)
+    src, arrays = torch_source(g)
+    assert "torch.nn.functional.conv2d(" in src and "self.c_W" in src and set(arrays) >= {"c_W", "c_b"}
+    inst = graph_instance(g, [x], framework="torch", source="test")
+    assert inst.call["kind"] == "torch_graph" and graph_of(inst).operators() == g.operators()
+    lstm = Graph([Value("x", (2, 1, 3))], [Node("LSTM", ["x", "W", "R"], ["y"], {"hidden_size": 2})], ["y"],
+                 {"W": np.zeros((1, 8, 3), np.float32), "R": np.zeros((1, 8, 2), np.float32)})
+    with pytest.raises(GraphError, match="no torch form for LSTM"):
+        lstm.to_torch()
