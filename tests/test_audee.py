@@ -75,18 +75,24 @@ def test_dlci_test_model_localises_a_torch_models_culprit_and_its_parameter_with
         tmp_path):
     """TVM 0.27's FX importer ignores avg_pool2d(divisor_override=...): in an eight-operator model it is named, with
     divisor_override as the parameter that matters and all of the final error; the finding is reduced to the call
-    alone, whose reproducer fails alone; the same model without divisor_override gives no finding."""
+    alone, whose reproducer fails alone; the same model without divisor_override gives no finding, and another
+    model around the same culprit is the same finding (deduplicated by the culprit's signature)."""
     pytest.importorskip("tvm")
     out = tmp_path / "out"
     code = main(["test", "--model", f"{MODELS}:conv_pool", "--model", f"{MODELS}:conv_pool_clean",
-                 "--targets", "tvm.from_fx", "--budget", "150", "--reduce-seconds", "60", "--out", str(out)])
+                 "--model", f"{MODELS}:pool_head", "--targets", "tvm.from_fx", "--budget", "150",
+                 "--reduce-seconds", "60", "--out", str(out)])
     assert code == ExitCode.FINDINGS
     [f] = json.loads((out / "findings.json").read_text())["findings"]
     assert f["operator"] == "aten::avg_pool2d" and f["target"] == "tvm.from_fx"
+    assert {i.split("-")[1] for i in f["instances"]} >= {"torch_models_conv_pool", "torch_models_pool_head"}
+    assert not [i for i in f["instances"] if "clean" in i]
     g = f["graph"]
-    assert g["localised_to"] == "aten::avg_pool2d" and g["first_divergent"] == "2:avg_pool2d"
+    # the smallest of its instances stands for it: pool_head (linear, view, relu, avg_pool2d, sigmoid, sum)
+    assert f["origin"]["test"].endswith("torch_models.py:pool_head")
+    assert g["localised_to"] == "aten::avg_pool2d" and g["first_divergent"] == "3:avg_pool2d"
     assert g["parameters_that_matter"] == ["divisor_override"] and g["share"]["share"] == 1.0
-    assert g["graph_operators"] == 8 and not g["multi_operator"]
+    assert g["graph_operators"] == 6 and not g["multi_operator"]
     assert f["reduction"]["after"]["operators"] == 1 and "divisor_override" in f["reduction"]["params_that_matter"]
     assert f["repro_checked"] is True
     script = (out / f["repro"]).read_text()

@@ -8,13 +8,13 @@ samples inputs and weights. One flag meaning two things would mislead; the fuzze
 here (``--networks``)."""
 from __future__ import annotations
 
-from dlci.commands.common import RunOptionsGroup, exit_code, say, split
+from dlci.commands.common import RunOptionsGroup, exit_code, say
 from dlci.errors import UsageError
 
 NAME = "evolve"
 HELP = "genetic search over inputs and weights for inconsistencies, localised to an operator and its parameters"
-DESCRIPTION = ("Starts from seed graphs (--model: ONNX files and PyTorch FILE.py:FUNCTION models; --networks: the graph "
-               "fuzzer's networks; --modules: migrated multi-layer modules) and evolves their inputs and weights "
+DESCRIPTION = ("Starts from seed graphs (--model: ONNX files and PyTorch FILE.py:FUNCTION models; --networks: the "
+               "graph fuzzer's networks; --modules: migrated multi-layer modules) and evolves their inputs and weights "
                "(--strategy ga; random: the same sampler without evolution) toward an inconsistency with the float64 "
                "reference, between targets, or NaN/Inf. Every candidate is an ordinary dlci test: a failure is "
                "localised to the operator causing it (first divergent output, that operator alone on the reference's "

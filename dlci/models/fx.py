@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import operator
 import os
 from typing import Any
 

@@ -47,7 +47,9 @@ from dlci.outcome import CRASH, INCONSISTENT, INVALID, Outcome
 ALL_ALONE_UP_TO = 6  # graphs this small get every node checked alone (a reduced finding's operators)
 PERTURBATION = 2.0 ** -20  # relative; float32 rounding is 2**-24 per operation
 ENSEMBLE = 4  # perturbed float64 evaluations in the conditioning check
-MAX_NODES = 40  # larger graphs are not localised (each node alone is a target run)
+MAX_NODES = 40  # larger graphs are not localised without a trace (each node alone is a target run)
+TRACED_MAX_NODES = 1000  # ... with one, up to this many: only the first divergent operators are run alone
+TRACED_CHECKS = 12  # how many of them
 PARAMETER_SECONDS = 30.0  # the culprit's parameters reset one at a time, at most this long
 
 
@@ -74,7 +76,8 @@ def localise(instance, target_name: str, out: Outcome, ref, ref64, execute: Call
                          **({"message": anonymised(out.message, view)} if out.status == CRASH else {})}
         out.op = view.op(0)
         return
-    if n > MAX_NODES:
+    traceable = out.status == INCONSISTENT and got is not None
+    if n > (TRACED_MAX_NODES if traceable else MAX_NODES):
         out.localised = {"nodes": n, "note": f"not localised (more than {MAX_NODES} operators)"}
         return
     output = None
@@ -86,12 +89,18 @@ def localise(instance, target_name: str, out: Outcome, ref, ref64, execute: Call
     check_all = n <= ALL_ALONE_UP_TO
     order = list(range(n)) if check_all else suspects
     trace = None
-    if out.status == INCONSISTENT and got is not None:
+    if traceable:
         hook("localise")
         trace = causal.trace(view, target_name, out, got, ref, ref64)
         if trace.get("used"):  # the first divergent operators first; the verdict stays each one alone
             first = [k for k in trace["order"] if k in order]
             order = first + [k for k in order if k not in first]
+    if n > MAX_NODES:  # a large graph: its first divergent operators alone, or nothing
+        if not (trace or {}).get("used"):
+            out.localised = {"nodes": n, "trace": trace,
+                             "note": f"not localised (more than {MAX_NODES} operators, and no trace)"}
+            return
+        order = [k for k in trace["order"] if k in suspects][:TRACED_CHECKS]
     alone: dict[str, str] = {}
     culprit = culprit_alone = None
     for k in order:

@@ -225,6 +225,20 @@ def _fuzz_section(fz: dict) -> list[str]:
     return lines
 
 
+def _evolve_section(ev: dict) -> list[str]:
+    """dlci evolve: each seed's search, what failed on which candidate."""
+    lines = ["## Input and weight search", "",
+             f"Strategy {ev.get('strategy', '?')}; first failure after "
+             + (f"{ev['first_failure_seconds']:.0f} s." if ev.get("first_failure_seconds") is not None else "—."), "",
+             "| seed | genes | candidates | best fitness | failed on |", "|---|---|---|---|---|"]
+    for s in ev.get("seeds") or []:
+        found = ", ".join(f"{t} (candidate {x['candidate']}, {x['seconds']:.0f} s, `{x['operator']}`)"
+                          for t, x in (s.get("found") or {}).items()) or "—"
+        lines.append(f"| {s['seed']} | {s['genes']} ({s['gene_elements']} values) | {s['candidates']} | "
+                     f"{s['best_fitness'] if s['best_fitness'] is not None else '—'} | {found} |")
+    return lines + [""]
+
+
 def render_markdown(doc: dict) -> str:
     st = doc["stats"]
     lines = ["# dlci report", "", f"**{verdict(doc)}**", "",
@@ -264,6 +278,8 @@ def render_markdown(doc: dict) -> str:
                       ""]
     if st.get("fuzz"):
         lines += _fuzz_section(st["fuzz"])
+    if st.get("evolve"):
+        lines += _evolve_section(st["evolve"])
     lines += ["## Per target", "", "| target | pass | unsupported | invalid | crash | inconsistency |",
               "|---|---|---|---|---|---|"]
     for t, c in (st.get("per_target") or {}).items():
