@@ -1,19 +1,44 @@
-"""Packing several single-operator models into one, so that a target converts and compiles a batch once.
+"""Packing several single-operator tests into one model, so that a target converts and compiles a batch once.
 
-A packed ONNX model runs its members side by side: disjoint subgraphs, every name prefixed ``m<k>_``, graph inputs
-and outputs in member order. Only members that mean the same under one header can share a model: the same IR
-version and opset imports (an operator's semantics depend on its opset), no parameters kept as inputs and no
-symbolic dims (those are import paths of their own, run alone). :func:`onnx_pack_key` says which members may share.
+A packer (:data:`PACKERS`, keyed by the target's model form) says in which form each member is built before packing
+(``member_form``), which members may share a model (``key``: equal keys pack together, None runs alone) and how to
+pack them (``pack``: the packed model, the runtime inputs and the outputs of each member, in member order).
+
+Members are packed from the cheapest form that the packed one can be made of: an ONNX node test is packed as ONNX
+(disjoint subgraphs, every name prefixed ``m<k>_``), while torch instances are packed as torch modules, a module
+that runs each member on its own inputs and returns their outputs in member order, which is then exported once
+(``torch.export`` or ``torch.onnx``): the export's fixed cost, most of a torch test that goes through ONNX (about
+1 s per export here, 0.05 s per member of a packed export), is paid once per batch as convert and compile are.
+Only members that mean the same inside the packed model share one: the same IR version and opset imports for ONNX
+(an operator's semantics depend on its opset), no parameters kept as inputs, static shapes (a dynamic or symbolic dim
+is an import path of its own, run alone).
 """
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
+from dlci.instance import Instance
 from dlci.models import onnx_input_names, onnx_keeps_params
 
+Packed = tuple[Any, list[int], list[int]]  # (packed model, runtime inputs per member, outputs per member)
+
+
+class CannotPack(Exception):
+    """The members cannot share this packed model (a packer's limit, not a finding): each runs alone."""
+
+
+@dataclass(frozen=True)
+class Packer:
+    member_form: Callable[[Instance], str]           # the form a member is built in before packing
+    key: Callable[[Instance, Any], tuple | None]     # (instance, member model) -> pack key; None: runs alone
+    pack: Callable[[list[Instance], list[Any], list[int]], Packed]  # (instances, member models, outputs each)
+
+
+# -- ONNX members -----------------------------------------------------------------------------------------------
 
 def onnx_pack_key(model: Any) -> tuple | None:
-    """Members with equal keys may share a packed model; None: this model runs alone."""
+    """ONNX models with equal keys may share a packed model; None: this model runs alone."""
     if onnx_keeps_params(model):
         return None
     if any(d.dim_param for vi in model.graph.input for d in vi.type.tensor_type.shape.dim):
@@ -22,8 +47,8 @@ def onnx_pack_key(model: Any) -> tuple | None:
     return model.ir_version, opsets
 
 
-def pack_onnx(models: list) -> tuple[Any, list[int], list[int]]:
-    """(packed model, runtime inputs per member, outputs per member); the members share :func:`onnx_pack_key`."""
+def pack_onnx(models: list) -> Packed:
+    """Disjoint subgraphs in one ONNX model; the members share :func:`onnx_pack_key`."""
     import onnx
     from onnx import compose, helper
     first = models[0]
@@ -50,5 +75,111 @@ def pack_onnx(models: list) -> tuple[Any, list[int], list[int]]:
     return packed, n_in, n_out
 
 
-# model form -> (pack key, pack): the forms whose members can share one model
-PACKERS = {"onnx": (onnx_pack_key, pack_onnx)}
+# -- torch members ------------------------------------------------------------------------------------------------
+
+def torch_pack_key(instance: Instance) -> tuple | None:
+    """Torch instances share a packed module unless exported with dynamic dims (an import path of its own)."""
+    return None if instance.call.get("dynamic") else ("torch",)
+
+
+def _tensor_leaves(out: Any, into: list) -> list:
+    """The tensors of a module's output in the order dlci.models.convert.flatten_outputs lists them (non-tensors
+    dropped), so that a member's outputs inside the packed module line up with its reference."""
+    import torch
+    if isinstance(out, torch.Tensor):
+        into.append(out)
+    elif isinstance(out, (list, tuple)):
+        for v in out:
+            _tensor_leaves(v, into)
+    elif isinstance(out, dict):
+        for v in out.values():
+            _tensor_leaves(v, into)
+    return into
+
+
+def packed_module(modules: list, n_in: list[int]) -> Any:
+    """One module whose forward runs every member on its own slice of the inputs and returns all their tensors."""
+    import torch
+
+    class PackedMembers(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.members = torch.nn.ModuleList(modules)
+
+        def forward(self, *xs):
+            outs, pos = [], 0
+            for member, n in zip(self.members, n_in):
+                _tensor_leaves(member(*xs[pos:pos + n]), outs)
+                pos += n
+            return tuple(outs)
+
+    return PackedMembers().eval()
+
+
+def _torch_args(instances: list[Instance]) -> tuple[list, list[int]]:
+    from dlci.models import torch_inputs
+    args, n_in = [], []
+    for inst in instances:
+        xs = torch_inputs(inst)
+        args += xs
+        n_in.append(len(xs))
+    return args, n_in
+
+
+def pack_torch_module(instances: list[Instance], modules: list, n_out: list[int]) -> Packed:
+    _, n_in = _torch_args(instances)
+    return packed_module(modules, n_in), n_in, n_out
+
+
+def pack_exported_program(instances: list[Instance], modules: list, n_out: list[int]) -> Packed:
+    """The packed module exported once. A program that writes a buffer or an input (an in-place op, a norm in
+    training mode) is an import path of its own: its members run alone."""
+    import torch
+    args, n_in = _torch_args(instances)
+    ep = torch.export.export(packed_module(modules, n_in), tuple(args))
+    sig = ep.graph_signature
+    if sig.buffers_to_mutate or sig.user_inputs_to_mutate:
+        raise CannotPack("the packed program mutates state")
+    if len(sig.user_outputs) != sum(n_out):
+        raise CannotPack(f"{len(sig.user_outputs)} outputs, the members have {sum(n_out)}")
+    return ep, n_in, n_out
+
+
+def _pack_torch_onnx(instances: list[Instance], modules: list, n_out: list[int]) -> Packed:
+    """The packed module exported once with torch.onnx (the exporter every torch instance meets on its way to an
+    ONNX target); the member outputs' count and the inputs must survive the export."""
+    from dlci.models import export_onnx
+    args, n_in = _torch_args(instances)
+    model = export_onnx(packed_module(modules, n_in), args)
+    if len(onnx_input_names(model)) != sum(n_in) or len(model.graph.output) != sum(n_out):
+        raise CannotPack("the exported model dropped inputs or outputs")
+    return model, n_in, n_out
+
+
+def _onnx_member_form(instance: Instance) -> str:
+    return "onnx" if instance.framework == "onnx" else "torch_module"
+
+
+def _onnx_key(instance: Instance, model: Any) -> tuple | None:
+    if instance.framework == "onnx":
+        key = onnx_pack_key(model)
+        return None if key is None else ("onnx", *key)
+    return torch_pack_key(instance)
+
+
+def _pack_onnx_form(instances: list[Instance], members: list, n_out: list[int]) -> Packed:
+    if all(i.framework == "onnx" for i in instances):
+        return pack_onnx(members)
+    return _pack_torch_onnx(instances, members, n_out)
+
+
+def _torch_key(instance: Instance, model: Any) -> tuple | None:
+    return torch_pack_key(instance)
+
+
+# model form -> its packer: the forms whose members can share one model
+PACKERS = {
+    "onnx": Packer(_onnx_member_form, _onnx_key, _pack_onnx_form),
+    "exported_program": Packer(lambda inst: "torch_module", _torch_key, pack_exported_program),
+    "torch_module": Packer(lambda inst: "torch_module", _torch_key, pack_torch_module),
+}
