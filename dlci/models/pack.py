@@ -116,6 +116,35 @@ def packed_module(modules: list, n_in: list[int]) -> Any:
     return PackedMembers().eval()
 
 
+def pack_fx_graph(instances: list[Instance], modules: list, n_out: list[int]) -> Packed:
+    """The packed module traced once by torch.fx. A traced member's output is one proxy however many tensors it
+    stands for: members of several outputs are indexed by their reference's count (a flat tuple; a nested one does
+    not line up, and that member is judged alone)."""
+    import torch.fx
+    from dlci.models import fixed_arity
+    _, n_in = _torch_args(instances)
+
+    class TracedMembers(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.members = torch.nn.ModuleList(modules)
+
+        def forward(self, *xs):
+            outs, pos = [], 0
+            for member, n, k in zip(self.members, n_in, n_out):
+                out = member(*xs[pos:pos + n])
+                pos += n
+                if isinstance(out, torch.fx.Proxy):
+                    outs += [out] if k == 1 else [out[i] for i in range(k)]
+                else:
+                    _tensor_leaves(out, outs)
+            return tuple(outs)
+
+    gm = torch.fx.symbolic_trace(fixed_arity(TracedMembers().eval(), sum(n_in)))
+    gm.dlci_input_info = [(list(a.shape), str(a.dtype)) for inst in instances for a in inst.input_arrays()]
+    return gm, n_in, n_out
+
+
 def _torch_args(instances: list[Instance]) -> tuple[list, list[int]]:
     from dlci.models import torch_inputs
     args, n_in = [], []
@@ -182,4 +211,5 @@ PACKERS = {
     "onnx": Packer(_onnx_member_form, _onnx_key, _pack_onnx_form),
     "exported_program": Packer(lambda inst: "torch_module", _torch_key, pack_exported_program),
     "torch_module": Packer(lambda inst: "torch_module", _torch_key, pack_torch_module),
+    "fx_graph": Packer(lambda inst: "torch_module", _torch_key, pack_fx_graph),
 }

@@ -99,8 +99,7 @@ class OpenVINOExportedProgram(_OpenVINO):
     name = "openvino.exported_program"
     frameworks = ("torch",)
     form = "exported_program"
-    # 48 opinfo tests: 8.7 s packed by 16 vs 21.0 s alone, the same status for every test
-    batch_size = 16
+    batch_size = 16  # one export and one conversion per batch
     reaches = ("openvino:frontend.pytorch.fx", "openvino:frontend.pytorch.export", "openvino:ovc", "openvino:cpu",
                "pytorch:eager", "pytorch:export",
                "pytorch:decompositions")
