@@ -17,7 +17,7 @@ from dlci import models
 from dlci.instance import Instance
 from dlci.outcome import CRASH, INCONSISTENT, INVALID, PASS, UNSUPPORTED, Outcome, digest
 from dlci.targets import get
-from dlci.targets._common import format_exc
+from dlci.targets._common import chain, format_exc
 
 MESSAGE_LINES = 8
 
@@ -244,10 +244,27 @@ def execute_batch(instances: list[Instance], target_name: str, *,
     return [results[k] for k in range(len(instances))]
 
 
+# (target, operator) pairs that did not pass alone in this worker: their other tests run alone, not packed (a
+# packed group holding one would fail and be split again); the campaign keeps the same across workers
+_FAILED_ALONE: set[tuple[str, str]] = set()
+
+
+def _alone(item, target, hook, results: dict) -> None:
+    k, prep, _, _ = item
+    out = execute(prep.instance, target.name, stage_hook=hook)
+    if out.status != PASS:
+        _FAILED_ALONE.add((target.name, prep.instance.op))
+    results[k] = out
+
+
 def _run_group(group: list, target, packer, hook, results: dict) -> None:
-    if len(group) == 1:
-        k, prep, _, _ = group[0]
-        results[k] = execute(prep.instance, target.name, stage_hook=hook)
+    known = [item for item in group if (target.name, item[1].instance.op) in _FAILED_ALONE]
+    for item in known:
+        _alone(item, target, hook, results)
+    group = [item for item in group if item not in known]
+    if len(group) <= 1:
+        for item in group:
+            _alone(item, target, hook, results)
         return
     t0 = time.perf_counter()
     probe = Outcome(instance_id=group[0][1].instance.id, op="", target=target.name, status=PASS)
@@ -259,7 +276,9 @@ def _run_group(group: list, target, packer, hook, results: dict) -> None:
             exported = _exported_references(preps, target, packed, n_out)
     except Exception as e:  # noqa: BLE001 - the members cannot share a model (a member the packing form cannot
         # hold, an exporter failing on one of them): the members it names run alone, or the group is bisected
-        _split(group, target, packer, hook, results, str(e))
+        k = getattr(e, "member", None)  # dlci.models.pack.PackFailed: the member whose own code raised
+        _split(group, target, packer, hook, results, "\n".join(str(x) for x in chain(e)),
+               raised_by=group[k] if k is not None and 0 <= k < len(group) else None)
         return
     packed_s = time.perf_counter() - t0
     inputs = [x for p in preps for x in p.inputs]
@@ -279,23 +298,27 @@ def _run_group(group: list, target, packer, hook, results: dict) -> None:
         if ref is not None:
             prep.ref, prep.ref64 = ref
             if {a.dtype.name for a in prep.ref} & set(target.unsupported_dtypes):  # as _prepare says alone
-                results[k] = execute(prep.instance, target.name, stage_hook=hook)
+                _alone((k, prep, out, prepared_s), target, hook, results)
                 continue
         _judge(prep, target, member, out, hook)
         if out.status != PASS:  # judged alone: a batch never decides a failure
-            out = execute(prep.instance, target.name, stage_hook=hook)
-        else:
-            out.seconds = prepared_s + share
+            _alone((k, prep, out, prepared_s), target, hook, results)
+            continue
+        out.seconds = prepared_s + share
         results[k] = out
 
 
-def _split(group: list, target, packer, hook, results: dict, failure: str, probe: Outcome | None = None) -> None:
+def _split(group: list, target, packer, hook, results: dict, failure: str, probe: Outcome | None = None,
+           raised_by=None) -> None:
     """A packed group failed as a whole. The members whose operator the failure names ("No conversion rule found
     for aten::erfinv", "Unsupported function types ['erfinv.default']") are taken out and the others are packed
     again; when it names none (or all), the halves are packed again (group testing). A member taken out runs alone,
     except where the target called the failure "unsupported" and lists the member's operator among those it cannot
-    convert (``Target.unsupported_operators``): that is what it says alone. Only runs alone decide a failure."""
-    named = [item for item in group if _names_operator(failure, item[1].instance.op)]
+    convert (``Target.unsupported_operators``): that is what it says alone. A member whose own code raised while the
+    packed module was exported or traced (``raised_by``, dlci.models.pack.culprit) is taken out first. Only runs
+    alone decide a failure."""
+    named = [raised_by] if raised_by is not None else \
+        [item for item in group if _names_operator(failure, item[1].instance.op)]
     if named and len(named) < len(group):
         rest = [item for item in group if item not in named]
         unsupported = target.unsupported_operators(failure) if probe is not None and probe.status == UNSUPPORTED \
@@ -304,7 +327,7 @@ def _split(group: list, target, packer, hook, results: dict, failure: str, probe
             if item[1].instance.op.split("::")[-1] in unsupported:
                 _unsupported_member(item, probe, len(group), results)
             else:
-                _run_group([item], target, packer, hook, results)
+                _alone(item, target, hook, results)
         _run_group(rest, target, packer, hook, results)
         return
     half = len(group) // 2

@@ -97,23 +97,67 @@ def _tensor_leaves(out: Any, into: list) -> list:
     return into
 
 
+_FORWARDS: set = set()  # the code objects of packed forwards, whose frames name the member that raised
+
+
+class _PackedMembers:
+    """The forward of a packed module: runs every member on its own slice of the inputs, returns all their tensors.
+    A member's ``forward`` is called, not the member: a member called as a submodule is traced in a scope of its
+    own, where TorchScript keeps an alias as written (aten::true_divide, which OpenVINO has no rule for) instead of
+    the canonical op a top-level trace records (aten::div), and the member would not mean what it means alone."""
+
+    @staticmethod
+    def forward(self, *xs):
+        outs, pos = [], 0
+        for member_index, (member, n) in enumerate(zip(self.members, self.n_in)):  # noqa: B007 (read by culprit)
+            _tensor_leaves(member.forward(*xs[pos:pos + n]), outs)
+            pos += n
+        return tuple(outs)
+
+
+_FORWARDS.add(_PackedMembers.forward.__code__)
+
+
 def packed_module(modules: list, n_in: list[int]) -> Any:
-    """One module whose forward runs every member on its own slice of the inputs and returns all their tensors."""
+    """One module whose forward runs every member on its own slice of the inputs (:class:`_PackedMembers`)."""
     import torch
+    cls = type("PackedMembers", (torch.nn.Module,), {"forward": _PackedMembers.forward})
+    module = cls()
+    module.members = torch.nn.ModuleList(modules)
+    module.n_in = list(n_in)
+    return module.eval()
 
-    class PackedMembers(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.members = torch.nn.ModuleList(modules)
 
-        def forward(self, *xs):
-            outs, pos = [], 0
-            for member, n in zip(self.members, n_in):
-                _tensor_leaves(member(*xs[pos:pos + n]), outs)
-                pos += n
-            return tuple(outs)
+def culprit(exc: BaseException, module: Any) -> int | None:
+    """The member whose own code raised ``exc`` (or an exception it was raised from) while ``module``, a packed
+    module, was traced or exported: the ``member_index`` of its forward's frame in the traceback, or None."""
+    seen = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        tb = e.__traceback__
+        while tb is not None:
+            frame = tb.tb_frame
+            if frame.f_code in _FORWARDS and frame.f_locals.get("self") is module:
+                return frame.f_locals.get("member_index")
+            tb = tb.tb_next
+        e = e.__cause__ or e.__context__
+    return None
 
-    return PackedMembers().eval()
+
+class PackFailed(Exception):
+    """Exporting or tracing a packed module failed; ``member``: the one whose own code raised, where known."""
+
+    def __init__(self, exc: BaseException, member: int | None):
+        super().__init__(f"{type(exc).__name__}: {exc}")
+        self.member = member
+
+
+def _tracing(module: Any, trace: Callable[[], Any]) -> Any:
+    try:
+        return trace()
+    except Exception as e:
+        raise PackFailed(e, culprit(e, module)) from e
 
 
 def pack_fx_graph(instances: list[Instance], modules: list, n_out: list[int]) -> Packed:
@@ -131,7 +175,7 @@ def pack_fx_graph(instances: list[Instance], modules: list, n_out: list[int]) ->
 
         def forward(self, *xs):
             outs, pos = [], 0
-            for member, n, k in zip(self.members, n_in, n_out):
+            for member_index, (member, n, k) in enumerate(zip(self.members, n_in, n_out)):  # noqa: B007
                 out = member(*xs[pos:pos + n])
                 pos += n
                 if isinstance(out, torch.fx.Proxy):
@@ -140,7 +184,9 @@ def pack_fx_graph(instances: list[Instance], modules: list, n_out: list[int]) ->
                     _tensor_leaves(out, outs)
             return tuple(outs)
 
-    gm = torch.fx.symbolic_trace(fixed_arity(TracedMembers().eval(), sum(n_in)))
+    _FORWARDS.add(TracedMembers.forward.__code__)
+    packed = TracedMembers().eval()
+    gm = _tracing(packed, lambda: torch.fx.symbolic_trace(fixed_arity(packed, sum(n_in))))
     gm.dlci_input_info = [(list(a.shape), str(a.dtype)) for inst in instances for a in inst.input_arrays()]
     return gm, n_in, n_out
 
@@ -165,7 +211,8 @@ def pack_exported_program(instances: list[Instance], modules: list, n_out: list[
     training mode) is an import path of its own: its members run alone."""
     import torch
     args, n_in = _torch_args(instances)
-    ep = torch.export.export(packed_module(modules, n_in), tuple(args))
+    module = packed_module(modules, n_in)
+    ep = _tracing(module, lambda: torch.export.export(module, tuple(args)))
     sig = ep.graph_signature
     if sig.buffers_to_mutate or sig.user_inputs_to_mutate:
         raise CannotPack("the packed program mutates state")
@@ -179,7 +226,8 @@ def _pack_torch_onnx(instances: list[Instance], modules: list, n_out: list[int])
     ONNX target); the member outputs' count and the inputs must survive the export."""
     from dlci.models import export_onnx
     args, n_in = _torch_args(instances)
-    model = export_onnx(packed_module(modules, n_in), args)
+    module = packed_module(modules, n_in)
+    model = _tracing(module, lambda: export_onnx(module, args))
     if len(onnx_input_names(model)) != sum(n_in) or len(model.graph.output) != sum(n_out):
         raise CannotPack("the exported model dropped inputs or outputs")
     return model, n_in, n_out
