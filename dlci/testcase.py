@@ -17,7 +17,7 @@ from dlci import models
 from dlci.instance import Instance
 from dlci.outcome import CRASH, INCONSISTENT, INVALID, PASS, UNSUPPORTED, Outcome, digest
 from dlci.targets import get
-from dlci.targets._common import format_exc
+from dlci.targets._common import chain, format_exc
 
 MESSAGE_LINES = 8
 
@@ -79,8 +79,10 @@ class _Prepared:
         self.instance, self.ref, self.ref64, self.model, self.inputs = instance, ref, ref64, model, inputs
 
 
-def _prepare(instance: Instance, target, out: Outcome, hook) -> _Prepared | None:
-    """Reference, model form, the exporter's reference and the dtype check; None when ``out`` is already decided."""
+def _prepare(instance: Instance, target, out: Outcome, hook, form: str | None = None) -> _Prepared | None:
+    """Reference, model form, the exporter's reference and the dtype check; None when ``out`` is already decided.
+    ``form``: build the instance in this form instead of the target's (a batch member, packed later: the exporter's
+    reference then comes from the packed model)."""
     if instance.framework not in target.frameworks:
         out.status, out.stage, out.symptom = INVALID, "model", "framework"
         out.message = f"{target.name} does not accept {instance.framework} instances"
@@ -105,18 +107,21 @@ def _prepare(instance: Instance, target, out: Outcome, hook) -> _Prepared | None
     hook("model")
     t = time.perf_counter()
     try:
-        model = models.build(instance, target.form)
+        model = models.build(instance, form or target.form)
     except Exception as e:
         _invalid(out, "model", e)
         return None
     finally:
         out.timings["model"] = time.perf_counter() - t
-    if instance.framework in target.exporters:
+    exported_later = instance.framework in target.exporters and (form or target.form) != target.form
+    if instance.framework in target.exporters and not exported_later:
         # the instance reaches this target through an exporter: the target is judged against what the exported
         # model means (its own semantics), so an exporter's bug is charged to the exporter, not to this frontend
         ref, ref64 = models.exported_reference(instance, target.form, ref, ref64)
 
-    lacking = sorted({a.dtype.name for a in [*instance.input_arrays(), *ref]} & set(target.unsupported_dtypes))
+    # (a packed member's exported outputs are checked once the packed model is: dlci.testcase._run_group)
+    outputs = [] if exported_later else ref
+    lacking = sorted({a.dtype.name for a in [*instance.input_arrays(), *outputs]} & set(target.unsupported_dtypes))
     if lacking:
         out.status, out.stage, out.symptom = UNSUPPORTED, "convert", "dtype"
         out.message = f"{target.name} has no {', '.join(lacking)} tensors"
@@ -312,65 +317,151 @@ def target_outputs(instance: Instance, target_name: str) -> tuple[list[np.ndarra
 def execute_batch(instances: list[Instance], target_name: str, *,
                   stage_hook: Callable[[str], None] | None = None) -> list[Outcome]:
     """Run many tests of one target, converting and compiling them together where the target can pack them
-    (``Target.pack``). What is reported is exactly what :func:`execute` would report alone: a packed group that
+    (``Target.packer``). What is reported is exactly what :func:`execute` would report alone: a packed group that
     fails as a whole is bisected down to single tests run alone (group testing), and every member that does not
     pass inside its group is run again alone, whose outcome is the one that counts; only passes come from a group."""
     target = get(target_name)
+    packer = target.packer()
+    if packer is None:
+        return [execute(i, target_name, stage_hook=stage_hook) for i in instances]
     hook = stage_hook or (lambda stage: None)
     results: dict[int, Outcome] = {}
-    ready: list[tuple[int, _Prepared, Outcome, float]] = []
+    groups: dict = {}
     for k, inst in enumerate(instances):
         t0 = time.perf_counter()
         out = Outcome(instance_id=inst.id, op=inst.op, target=target_name, status=PASS)
-        prep = _prepare(inst, target, out, hook)
+        prep = _prepare(inst, target, out, hook, form=packer.member_form(inst))
         if prep is None:
             out.seconds = time.perf_counter() - t0
             results[k] = out
-        else:
-            ready.append((k, prep, out, time.perf_counter() - t0))
-    groups: dict = {}
-    for item in ready:
-        key = target.pack_key(item[1].model)
-        groups.setdefault(key if key is not None else ("alone", item[0]), []).append(item)
+            continue
+        key = packer.key(inst, prep.model)
+        groups.setdefault(key if key is not None else ("alone", k), []).append((k, prep, out, time.perf_counter() - t0))
     for group in groups.values():
-        _run_group(group, target, hook, results)
+        _run_group(group, target, packer, hook, results)
     return [results[k] for k in range(len(instances))]
 
 
-def _run_group(group: list, target, hook, results: dict) -> None:
-    if len(group) == 1:
-        k, prep, _, _ = group[0]
-        results[k] = execute(prep.instance, target.name, stage_hook=hook)
+# (target, operator) pairs that did not pass alone in this worker: their other tests run alone, not packed (a
+# packed group holding one would fail and be split again); the campaign keeps the same across workers
+_FAILED_ALONE: set[tuple[str, str]] = set()
+
+
+def _alone(item, target, hook, results: dict) -> None:
+    k, prep, _, _ = item
+    out = execute(prep.instance, target.name, stage_hook=hook)
+    if out.status != PASS:
+        _FAILED_ALONE.add((target.name, prep.instance.op))
+    results[k] = out
+
+
+def _run_group(group: list, target, packer, hook, results: dict) -> None:
+    known = [item for item in group if (target.name, item[1].instance.op) in _FAILED_ALONE]
+    for item in known:
+        _alone(item, target, hook, results)
+    group = [item for item in group if item not in known]
+    if len(group) <= 1:
+        for item in group:
+            _alone(item, target, hook, results)
         return
     t0 = time.perf_counter()
     probe = Outcome(instance_id=group[0][1].instance.id, op="", target=target.name, status=PASS)
+    preps = [prep for _, prep, _, _ in group]
     try:
-        packed, n_in, n_out = target.pack([prep.model for _, prep, _, _ in group])
-    except Exception:  # noqa: BLE001 - the members cannot share a model (a packer's limit): each runs alone
-        for item in group:
-            _run_group([item], target, hook, results)
+        with models.quiet():
+            packed, n_in, n_out = packer.pack([p.instance for p in preps], [p.model for p in preps],
+                                              [len(p.ref) for p in preps])
+            exported = _exported_references(preps, target, packed, n_out)
+    except Exception as e:  # noqa: BLE001 - the members cannot share a model (a member the packing form cannot
+        # hold, an exporter failing on one of them): the members it names run alone, or the group is bisected
+        k = getattr(e, "member", None)  # dlci.models.pack.PackFailed: the member whose own code raised
+        _split(group, target, packer, hook, results, "\n".join(str(x) for x in chain(e)),
+               raised_by=group[k] if k is not None and 0 <= k < len(group) else None)
         return
-    inputs = [x for _, prep, _, _ in group for x in prep.inputs]
-    value = _target_stages(target, packed, inputs, group[0][1].instance.seed, probe, hook)
-    if value is None or len(value) != sum(n_out):  # bisect: the halves are packed again, singles run alone
-        half = len(group) // 2
-        _run_group(group[:half], target, hook, results)
-        _run_group(group[half:], target, hook, results)
+    packed_s = time.perf_counter() - t0
+    inputs = [x for p in preps for x in p.inputs]
+    value = _target_stages(target, packed, inputs, preps[0].instance.seed, probe, hook)
+    if value is None or len(value) != sum(n_out):
+        _split(group, target, packer, hook, results, probe.message, probe)
         return
     share = (time.perf_counter() - t0) / len(group)
     pos = 0
-    for (k, prep, out, prepared_s), n in zip(group, n_out):
+    for (k, prep, out, prepared_s), n, ref in zip(group, n_out, exported):
         member = value[pos:pos + n]
         pos += n
+        out.timings["model"] = out.timings.get("model", 0.0) + packed_s / len(group)
         for stage in ("convert", "compile", "run"):
             out.timings[stage] = probe.timings.get(stage, 0.0) / len(group)
         out.batch = len(group)
+        if ref is not None:
+            prep.ref, prep.ref64 = ref
+            if {a.dtype.name for a in prep.ref} & set(target.unsupported_dtypes):  # as _prepare says alone
+                _alone((k, prep, out, prepared_s), target, hook, results)
+                continue
         _judge(prep, target, member, out, hook)
         if out.status != PASS:  # judged alone: a batch never decides a failure
-            out = execute(prep.instance, target.name, stage_hook=hook)
-        else:
-            out.seconds = prepared_s + share
+            _alone((k, prep, out, prepared_s), target, hook, results)
+            continue
+        out.seconds = prepared_s + share
         results[k] = out
+
+
+def _split(group: list, target, packer, hook, results: dict, failure: str, probe: Outcome | None = None,
+           raised_by=None) -> None:
+    """A packed group failed as a whole. The members whose operator the failure names ("No conversion rule found
+    for aten::erfinv", "Unsupported function types ['erfinv.default']") are taken out and the others are packed
+    again; when it names none (or all), the halves are packed again (group testing). A member taken out runs alone,
+    except where the target called the failure "unsupported" and lists the member's operator among those it cannot
+    convert (``Target.unsupported_operators``): that is what it says alone. A member whose own code raised while the
+    packed module was exported or traced (``raised_by``, dlci.models.pack.culprit) is taken out first. Only runs
+    alone decide a failure."""
+    named = [raised_by] if raised_by is not None else \
+        [item for item in group if _names_operator(failure, item[1].instance.op)]
+    if named and len(named) < len(group):
+        rest = [item for item in group if item not in named]
+        unsupported = target.unsupported_operators(failure) if probe is not None and probe.status == UNSUPPORTED \
+            else set()
+        for item in named:
+            if item[1].instance.op.split("::")[-1] in unsupported:
+                _unsupported_member(item, probe, len(group), results)
+            else:
+                _alone(item, target, hook, results)
+        _run_group(rest, target, packer, hook, results)
+        return
+    half = len(group) // 2
+    _run_group(group[:half], target, packer, hook, results)
+    _run_group(group[half:], target, packer, hook, results)
+
+
+def _unsupported_member(item, probe: Outcome, size: int, results: dict) -> None:
+    k, _, out, prepared_s = item
+    out.status, out.stage, out.symptom = UNSUPPORTED, probe.stage, probe.symptom
+    out.message, out.traceback, out.batch = probe.message, probe.traceback, size
+    for stage, seconds in probe.timings.items():
+        out.timings[stage] = seconds / size
+    out.seconds = prepared_s + sum(probe.timings.values()) / size
+    results[k] = out
+
+
+def _names_operator(text: str, op: str) -> bool:
+    """Whether an error text names the operator (aten::erfinv as erfinv, aten.erfinv.default, 'erfinv')."""
+    name = op.split("::")[-1].split(".")[0]
+    return len(name) > 1 and re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", text) is not None
+
+
+def _exported_references(preps: list[_Prepared], target, packed, n_out: list[int]) -> list:
+    """Per member, (ref, ref64) from the packed model where the members reached it through an exporter (torch
+    instances exported once, packed, to ONNX), as :func:`dlci.models.exported_reference` makes it of a member's own
+    export; None where the member's own reference stands."""
+    if not any(p.instance.framework in target.exporters for p in preps) or target.form != "onnx":
+        return [None] * len(preps)
+    got, got64 = models.evaluate_onnx(packed, [x for p in preps for x in p.inputs])
+    out, pos = [], 0
+    for p, n in zip(preps, n_out):
+        mine64 = got64[pos:pos + n] if got64 is not None else None
+        out.append(models.exported_outputs(p.ref, p.ref64, got[pos:pos + n], mine64))
+        pos += n
+    return out
 
 
 def execute_job(instance: Instance, target_name: str, trace_files: tuple[str, ...] = (), *,

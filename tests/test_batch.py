@@ -2,6 +2,8 @@
 as each member alone would be (group failures bisected, non-passing members re-run alone)."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -10,7 +12,7 @@ onnxruntime = pytest.importorskip("onnxruntime")
 
 from dlci import models, sources  # noqa: E402
 from dlci.models.pack import onnx_pack_key, pack_onnx  # noqa: E402
-from dlci.outcome import PASS  # noqa: E402
+from dlci.outcome import PASS, UNSUPPORTED  # noqa: E402
 from dlci.targets import get  # noqa: E402
 from dlci.testcase import execute, execute_batch  # noqa: E402
 
@@ -95,3 +97,79 @@ def test_a_batched_campaign_reports_what_an_unbatched_one_does(tmp_path):
     assert all(r["batch"] == 1 for r in rows["no-batch"])
     sigs = {m: sorted(f["signature"] for f in docs[m]["findings"]) for m in docs}
     assert sigs["batch"] == sigs["no-batch"] and sigs["batch"]  # NonMaxSuppression: a real TVM inconsistency
+
+
+@pytest.fixture(scope="module")
+def opinfo_instances():
+    torch = pytest.importorskip("torch")  # noqa: F841
+    insts = sources.load("opinfo", ops=["aten::abs", "aten::add", "aten::max_pool2d", "aten::conv2d",
+                                        "aten::interpolate", "aten::cumsum", "aten::sort", "aten::erfinv"],
+                         limit_per_op=2)
+    assert len({i.op for i in insts}) >= 6
+    return insts
+
+
+@pytest.mark.parametrize("form", ["exported_program", "onnx", "torch_module"])
+def test_packed_torch_members_compute_what_each_member_computes(opinfo_instances, form):
+    import torch
+    from dlci.models.pack import PACKERS
+    picked = [i for i in opinfo_instances if i.op in ("aten::abs", "aten::add", "aten::cumsum")][:6]
+    packer = PACKERS[form]
+    assert {packer.member_form(i) for i in picked} == {"torch_module"}
+    mods = [models.build(i, "torch_module") for i in picked]
+    n_out = [len(models.reference(i)[0]) for i in picked]
+    packed, n_in, got_n_out = packer.pack(picked, mods, n_out)
+    assert n_in == [len(i.input_arrays()) for i in picked] and got_n_out == n_out
+    args = [a for i in picked for a in i.input_arrays()]
+    if form == "onnx":
+        sess = onnxruntime.InferenceSession(packed.SerializeToString(), providers=["CPUExecutionProvider"])
+        outs = sess.run(None, dict(zip([x.name for x in sess.get_inputs()], args)))
+    else:
+        module = packed.module() if form == "exported_program" else packed
+        outs = [o.numpy() for o in module(*[models.np_to_torch(a) for a in args])]
+    assert len(outs) == sum(n_out)
+    pos = 0
+    for inst, n in zip(picked, n_out):
+        want = models.reference(inst)[0]
+        for got, exp in zip(outs[pos:pos + n], want):
+            np.testing.assert_allclose(got, exp, rtol=1e-6, atol=1e-6)
+        pos += n
+
+
+def test_a_member_exported_with_dynamic_dims_runs_alone(opinfo_instances):
+    from dlci.models.pack import PACKERS
+    inst = opinfo_instances[0]
+    dynamic = dataclasses.replace(inst, call={**inst.call, "dynamic": "batch"})
+    for form in ("exported_program", "onnx", "torch_module"):
+        assert PACKERS[form].key(inst, None) is not None
+        assert PACKERS[form].key(dynamic, None) is None
+
+
+# the packers: exported_program, torch -> onnx (with the exporter's reference from the packed model), torch_module
+# (OpenVINO's unsupported-operator list), torch.compile (a few: each alone compiles for seconds)
+@pytest.mark.parametrize("target,count", [("tvm.from_exported_program", 16), ("tvm.from_onnx", 16),
+                                          ("openvino.pytorch", 16), ("torch.compile", 5)])
+def test_a_batch_of_torch_tests_reports_what_each_test_alone_reports(opinfo_instances, target, count):
+    if target.startswith("openvino"):
+        pytest.importorskip("openvino")
+    assert get(target).batch_size > 1
+    chosen = opinfo_instances[::max(1, len(opinfo_instances) // count)][:count]
+    batched = execute_batch(chosen, target)
+    models.clear_cache()
+    alone = [execute(i, target) for i in chosen]
+    assert [(o.status, o.stage, o.symptom) for o in batched] == [(o.status, o.stage, o.symptom) for o in alone]
+    assert any(o.batch > 1 for o in batched)
+    # a packed model gives passes, and unsupported where the target's message lists the member's operator
+    assert all(o.status in (PASS, UNSUPPORTED) for o in batched if o.batch > 1)
+
+
+def test_a_failed_group_takes_out_the_members_its_message_names():
+    from dlci.testcase import _names_operator
+    msg = "Unsupported function types ['erfinv.default', 'special_bessel_j0']"
+    assert _names_operator(msg, "aten::erfinv") and _names_operator(msg, "aten::special_bessel_j0")
+    assert not _names_operator(msg, "aten::erf") and not _names_operator(msg, "aten::abs")
+    assert get("tvm.from_exported_program").unsupported_operators(msg) == {"erfinv", "special_bessel_j0"}
+    assert get("tvm.from_exported_program").unsupported_operators("Unsupported function types ['add.Scalar']") \
+        == set()  # another overload than the default: the member runs alone
+    ov = "-- No conversion rule found for operations: aten::histc, aten::special_bessel_j0\n-- aten::cross with"
+    assert get("openvino.pytorch").unsupported_operators(ov) == {"histc", "special_bessel_j0"}

@@ -180,6 +180,8 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
     # source waits for one test's outcome to make the next
     batching = options.batch and not trace_files and steered is None and source is None
     filling: dict[str, list[Test]] = {}  # target -> tests waiting for a full batch
+    # (target, operator) that did not pass: its other tests run alone, as a packed group it would fail and be bisected
+    unpackable: set[tuple[str, str]] = set()
     retry: deque = deque()  # members of a batch whose worker died: run one by one
     batch_members: dict[str, list[Test]] = {}  # batch job id -> its tests
 
@@ -223,7 +225,7 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
             while retry:
                 yield single(retry.popleft())
             size = campaign.targets[test.target].batch_size if batching else 1
-            if size <= 1:
+            if size <= 1 or (test.target, test.instance.op) in unpackable:
                 yield single(test)
                 continue
             filling.setdefault(test.target, []).append(test)
@@ -258,6 +260,8 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
                 steered.observe(test, outcome.coverage, outcome.status == PASS)
                 if outcome.coverage and reaches_change(outcome.coverage):
                     steered.heat(test.instance)
+            if outcome.status != PASS:
+                unpackable.add((outcome.target, outcome.op))
             need = campaign.record(outcome, sig)
             if need is not None:
                 confirm_queue.append(need)

@@ -448,26 +448,39 @@ def exported_reference(instance: Instance, form: str, ref: list[np.ndarray], ref
         return ref, ref64
 
     def make():
-        model = build(instance, "onnx")
-        arrays = instance.input_arrays()
         try:
-            got = _ort_outputs(model, arrays)
-        except Exception:  # no ORT kernel for this op/dtype: the specification's own evaluator
-            try:
-                from onnx.reference import ReferenceEvaluator
-                got = [np.asarray(o) for o in ReferenceEvaluator(model).run(None, _onnx_feed(model, arrays))]
-            except Exception:
-                return ref, ref64
-        if len(got) != len(ref):  # another output structure: no common ground to judge by
-            return ref, ref64
-        try:
-            got64 = _onnx_reference64(model, arrays)
+            got, got64 = evaluate_onnx(build(instance, "onnx"), instance.input_arrays())
         except Exception:
-            got64 = None
-        if got64 is None or [g.shape for g in got64] != [g.shape for g in got]:
-            got64 = ref64 if ref64 is not None and [r.shape for r in ref64] == [g.shape for g in got] else None
-        return got, got64
+            return ref, ref64
+        return exported_outputs(ref, ref64, got, got64)
     return _cached(instance, "reference:" + form, make)
+
+
+def evaluate_onnx(model, arrays: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    """(outputs, fp64 outputs or None) of an ONNX model as its format defines it: ONNX Runtime, or onnx.reference
+    where ORT has no kernel; raises when neither runs it."""
+    try:
+        got = _ort_outputs(model, arrays)
+    except Exception:  # no ORT kernel for this op/dtype: the specification's own evaluator
+        from onnx.reference import ReferenceEvaluator
+        got = [np.asarray(o) for o in ReferenceEvaluator(model).run(None, _onnx_feed(model, arrays))]
+    try:
+        got64 = _onnx_reference64(model, arrays)
+    except Exception:
+        got64 = None
+    return got, got64
+
+
+def exported_outputs(ref: list[np.ndarray], ref64: list[np.ndarray] | None, got: list[np.ndarray],
+                     got64: list[np.ndarray] | None) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    """What an exported model's evaluation (``got``, ``got64``) makes of the source framework's reference: the
+    exported model's outputs with their fp64 arbitration (the source's fp64 result where the exported one is
+    missing); the source's own reference when the output structures differ (no common ground to judge by)."""
+    if len(got) != len(ref):
+        return ref, ref64
+    if got64 is None or [g.shape for g in got64] != [g.shape for g in got]:
+        got64 = ref64 if ref64 is not None and [r.shape for r in ref64] == [g.shape for g in got] else None
+    return got, got64
 
 
 def _ort_outputs(model, arrays: list[np.ndarray]) -> list[np.ndarray]:

@@ -1,19 +1,44 @@
-"""Packing several single-operator models into one, so that a target converts and compiles a batch once.
+"""Packing several single-operator tests into one model, so that a target converts and compiles a batch once.
 
-A packed ONNX model runs its members side by side: disjoint subgraphs, every name prefixed ``m<k>_``, graph inputs
-and outputs in member order. Only members that mean the same under one header can share a model: the same IR
-version and opset imports (an operator's semantics depend on its opset), no parameters kept as inputs and no
-symbolic dims (those are import paths of their own, run alone). :func:`onnx_pack_key` says which members may share.
+A packer (:data:`PACKERS`, keyed by the target's model form) says in which form each member is built before packing
+(``member_form``), which members may share a model (``key``: equal keys pack together, None runs alone) and how to
+pack them (``pack``: the packed model, the runtime inputs and the outputs of each member, in member order).
+
+Members are packed from the cheapest form that the packed one can be made of: an ONNX node test is packed as ONNX
+(disjoint subgraphs, every name prefixed ``m<k>_``), while torch instances are packed as torch modules, a module
+that runs each member on its own inputs and returns their outputs in member order, which is then exported once
+(``torch.export`` or ``torch.onnx``): the export's fixed cost, most of a torch test that goes through ONNX (about
+1 s per export here, 0.05 s per member of a packed export), is paid once per batch as convert and compile are.
+Only members that mean the same inside the packed model share one: the same IR version and opset imports for ONNX
+(an operator's semantics depend on its opset), no parameters kept as inputs, static shapes (a dynamic or symbolic dim
+is an import path of its own, run alone).
 """
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
+from dlci.instance import Instance
 from dlci.models import onnx_input_names, onnx_keeps_params
 
+Packed = tuple[Any, list[int], list[int]]  # (packed model, runtime inputs per member, outputs per member)
+
+
+class CannotPack(Exception):
+    """The members cannot share this packed model (a packer's limit, not a finding): each runs alone."""
+
+
+@dataclass(frozen=True)
+class Packer:
+    member_form: Callable[[Instance], str]           # the form a member is built in before packing
+    key: Callable[[Instance, Any], tuple | None]     # (instance, member model) -> pack key; None: runs alone
+    pack: Callable[[list[Instance], list[Any], list[int]], Packed]  # (instances, member models, outputs each)
+
+
+# -- ONNX members -----------------------------------------------------------------------------------------------
 
 def onnx_pack_key(model: Any) -> tuple | None:
-    """Members with equal keys may share a packed model; None: this model runs alone."""
+    """ONNX models with equal keys may share a packed model; None: this model runs alone."""
     if onnx_keeps_params(model):
         return None
     if any(d.dim_param for vi in model.graph.input for d in vi.type.tensor_type.shape.dim):
@@ -22,8 +47,8 @@ def onnx_pack_key(model: Any) -> tuple | None:
     return model.ir_version, opsets
 
 
-def pack_onnx(models: list) -> tuple[Any, list[int], list[int]]:
-    """(packed model, runtime inputs per member, outputs per member); the members share :func:`onnx_pack_key`."""
+def pack_onnx(models: list) -> Packed:
+    """Disjoint subgraphs in one ONNX model; the members share :func:`onnx_pack_key`."""
     import onnx
     from onnx import compose, helper
     first = models[0]
@@ -50,5 +75,189 @@ def pack_onnx(models: list) -> tuple[Any, list[int], list[int]]:
     return packed, n_in, n_out
 
 
-# model form -> (pack key, pack): the forms whose members can share one model
-PACKERS = {"onnx": (onnx_pack_key, pack_onnx)}
+# -- torch members ------------------------------------------------------------------------------------------------
+
+def torch_pack_key(instance: Instance) -> tuple | None:
+    """Torch instances share a packed module unless exported with dynamic dims (an import path of its own)."""
+    return None if instance.call.get("dynamic") else ("torch",)
+
+
+def _tensor_leaves(out: Any, into: list) -> list:
+    """The tensors of a module's output in the order dlci.models.convert.flatten_outputs lists them (non-tensors
+    dropped), so that a member's outputs inside the packed module line up with its reference."""
+    import torch
+    if isinstance(out, torch.Tensor):
+        into.append(out)
+    elif isinstance(out, (list, tuple)):
+        for v in out:
+            _tensor_leaves(v, into)
+    elif isinstance(out, dict):
+        for v in out.values():
+            _tensor_leaves(v, into)
+    return into
+
+
+_FORWARDS: set = set()  # the code objects of packed forwards, whose frames name the member that raised
+
+
+class _PackedMembers:
+    """The forward of a packed module: runs every member on its own slice of the inputs, returns all their tensors.
+    A member's ``forward`` is called, not the member: a member called as a submodule is traced in a scope of its
+    own, where TorchScript keeps an alias as written (aten::true_divide, which OpenVINO has no rule for) instead of
+    the canonical op a top-level trace records (aten::div), and the member would not mean what it means alone."""
+
+    @staticmethod
+    def forward(self, *xs):
+        outs, pos = [], 0
+        for member_index, (member, n) in enumerate(zip(self.members, self.n_in)):  # noqa: B007 (read by culprit)
+            _tensor_leaves(member.forward(*xs[pos:pos + n]), outs)
+            pos += n
+        return tuple(outs)
+
+
+_FORWARDS.add(_PackedMembers.forward.__code__)
+
+
+def packed_module(modules: list, n_in: list[int]) -> Any:
+    """One module whose forward runs every member on its own slice of the inputs (:class:`_PackedMembers`)."""
+    import torch
+    cls = type("PackedMembers", (torch.nn.Module,), {"forward": _PackedMembers.forward})
+    module = cls()
+    module.members = torch.nn.ModuleList(modules)
+    module.n_in = list(n_in)
+    return module.eval()
+
+
+def culprit(exc: BaseException, module: Any) -> int | None:
+    """The member whose own code raised ``exc`` (or an exception it was raised from) while ``module``, a packed
+    module, was traced or exported: the ``member_index`` of its forward's frame in the traceback, or None."""
+    seen = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        tb = e.__traceback__
+        while tb is not None:
+            frame = tb.tb_frame
+            if frame.f_code in _FORWARDS and frame.f_locals.get("self") is module:
+                return frame.f_locals.get("member_index")
+            tb = tb.tb_next
+        e = e.__cause__ or e.__context__
+    return None
+
+
+class PackFailed(Exception):
+    """Exporting or tracing a packed module failed; ``member``: the one whose own code raised, where known."""
+
+    def __init__(self, exc: BaseException, member: int | None):
+        super().__init__(f"{type(exc).__name__}: {exc}")
+        self.member = member
+
+
+def _tracing(module: Any, trace: Callable[[], Any]) -> Any:
+    try:
+        return trace()
+    except Exception as e:
+        raise PackFailed(e, culprit(e, module)) from e
+
+
+def pack_fx_graph(instances: list[Instance], modules: list, n_out: list[int]) -> Packed:
+    """The packed module traced once by torch.fx. A traced member's output is one proxy however many tensors it
+    stands for: members of several outputs are indexed by their reference's count (a flat tuple; a nested one does
+    not line up, and that member is judged alone)."""
+    import torch.fx
+    from dlci.models import fixed_arity
+    _, n_in = _torch_args(instances)
+
+    class TracedMembers(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.members = torch.nn.ModuleList(modules)
+
+        def forward(self, *xs):
+            outs, pos = [], 0
+            for member_index, (member, n, k) in enumerate(zip(self.members, n_in, n_out)):  # noqa: B007
+                out = member(*xs[pos:pos + n])
+                pos += n
+                if isinstance(out, torch.fx.Proxy):
+                    outs += [out] if k == 1 else [out[i] for i in range(k)]
+                else:
+                    _tensor_leaves(out, outs)
+            return tuple(outs)
+
+    _FORWARDS.add(TracedMembers.forward.__code__)
+    packed = TracedMembers().eval()
+    gm = _tracing(packed, lambda: torch.fx.symbolic_trace(fixed_arity(packed, sum(n_in))))
+    gm.dlci_input_info = [(list(a.shape), str(a.dtype)) for inst in instances for a in inst.input_arrays()]
+    return gm, n_in, n_out
+
+
+def _torch_args(instances: list[Instance]) -> tuple[list, list[int]]:
+    from dlci.models import torch_inputs
+    args, n_in = [], []
+    for inst in instances:
+        xs = torch_inputs(inst)
+        args += xs
+        n_in.append(len(xs))
+    return args, n_in
+
+
+def pack_torch_module(instances: list[Instance], modules: list, n_out: list[int]) -> Packed:
+    _, n_in = _torch_args(instances)
+    return packed_module(modules, n_in), n_in, n_out
+
+
+def pack_exported_program(instances: list[Instance], modules: list, n_out: list[int]) -> Packed:
+    """The packed module exported once. A program that writes a buffer or an input (an in-place op, a norm in
+    training mode) is an import path of its own: its members run alone."""
+    import torch
+    args, n_in = _torch_args(instances)
+    module = packed_module(modules, n_in)
+    ep = _tracing(module, lambda: torch.export.export(module, tuple(args)))
+    sig = ep.graph_signature
+    if sig.buffers_to_mutate or sig.user_inputs_to_mutate:
+        raise CannotPack("the packed program mutates state")
+    if len(sig.user_outputs) != sum(n_out):
+        raise CannotPack(f"{len(sig.user_outputs)} outputs, the members have {sum(n_out)}")
+    return ep, n_in, n_out
+
+
+def _pack_torch_onnx(instances: list[Instance], modules: list, n_out: list[int]) -> Packed:
+    """The packed module exported once with torch.onnx (the exporter every torch instance meets on its way to an
+    ONNX target); the member outputs' count and the inputs must survive the export."""
+    from dlci.models import export_onnx
+    args, n_in = _torch_args(instances)
+    module = packed_module(modules, n_in)
+    model = _tracing(module, lambda: export_onnx(module, args))
+    if len(onnx_input_names(model)) != sum(n_in) or len(model.graph.output) != sum(n_out):
+        raise CannotPack("the exported model dropped inputs or outputs")
+    return model, n_in, n_out
+
+
+def _onnx_member_form(instance: Instance) -> str:
+    return "onnx" if instance.framework == "onnx" else "torch_module"
+
+
+def _onnx_key(instance: Instance, model: Any) -> tuple | None:
+    if instance.framework == "onnx":
+        key = onnx_pack_key(model)
+        return None if key is None else ("onnx", *key)
+    return torch_pack_key(instance)
+
+
+def _pack_onnx_form(instances: list[Instance], members: list, n_out: list[int]) -> Packed:
+    if all(i.framework == "onnx" for i in instances):
+        return pack_onnx(members)
+    return _pack_torch_onnx(instances, members, n_out)
+
+
+def _torch_key(instance: Instance, model: Any) -> tuple | None:
+    return torch_pack_key(instance)
+
+
+# model form -> its packer: the forms whose members can share one model
+PACKERS = {
+    "onnx": Packer(_onnx_member_form, _onnx_key, _pack_onnx_form),
+    "exported_program": Packer(lambda inst: "torch_module", _torch_key, pack_exported_program),
+    "torch_module": Packer(lambda inst: "torch_module", _torch_key, pack_torch_module),
+    "fx_graph": Packer(lambda inst: "torch_module", _torch_key, pack_fx_graph),
+}

@@ -60,16 +60,10 @@ class Target:
     # a packer (dlci.models.pack.PACKERS); 1: one test per model. Chosen from measured costs: see README "Speed"
     batch_size: ClassVar[int] = 1
 
-    def pack_key(self, model: Any):
-        """Models with equal keys can be packed together; None: this one runs alone."""
+    def packer(self):
+        """How this target's tests are packed (dlci.models.pack.PACKERS), or None: one test per model."""
         from dlci.models.pack import PACKERS
-        packer = PACKERS.get(self.form)
-        return packer[0](model) if packer is not None and self.batch_size > 1 else None
-
-    def pack(self, models: list) -> tuple[Any, list[int], list[int]]:
-        """(one model running every member, inputs per member, outputs per member)."""
-        from dlci.models.pack import PACKERS
-        return PACKERS[self.form][1](models)
+        return PACKERS.get(self.form) if self.batch_size > 1 else None
 
     def version(self) -> str:
         try:
@@ -127,6 +121,12 @@ class Target:
         """True when the exception says the environment is incomplete (a library or header dlci's setup failed to
         provide), not that the target is wrong: the test is invalid, never a finding."""
         return False
+
+    def unsupported_operators(self, message: str) -> set[str]:
+        """The operators (bare names: erfinv, special_bessel_j0) that an "unsupported" message of this target lists
+        as the ones it cannot convert; a packed batch's members of those operators are unsupported without a run
+        alone (dlci.testcase._split). Empty: the target's messages do not say."""
+        return set()
 
     def convert(self, model: Any, inputs: Sequence[np.ndarray]) -> Any:
         raise NotImplementedError

@@ -36,6 +36,11 @@ class _OpenVINO(Target):
                 return True
         return False
 
+    def unsupported_operators(self, message: str) -> set[str]:
+        # "-- No conversion rule found for operations: aten::histc, aten::special_bessel_j0"
+        listed = re.search(r"No conversion rule found for operations?: ([^\n]*)", message)
+        return {n.strip().split("::")[-1] for n in listed.group(1).split(",")} if listed else set()
+
     def compile(self, model: Any) -> Any:
         import openvino as ov
         # f32 hint: otherwise this CPU computes in bf16 and every test reports false mismatches
@@ -81,6 +86,7 @@ class OpenVINOPyTorch(_OpenVINO):
     name = "openvino.pytorch"
     frameworks = ("torch",)
     form = "torch_module"
+    batch_size = 16
     reaches = ("openvino:frontend.pytorch.ts", "openvino:ovc", "openvino:cpu", "pytorch:eager", "pytorch:jit")
 
     def convert(self, module: Any, inputs: Sequence[np.ndarray]) -> Any:
@@ -93,6 +99,7 @@ class OpenVINOExportedProgram(_OpenVINO):
     name = "openvino.exported_program"
     frameworks = ("torch",)
     form = "exported_program"
+    batch_size = 16  # one export and one conversion per batch
     reaches = ("openvino:frontend.pytorch.fx", "openvino:frontend.pytorch.export", "openvino:ovc", "openvino:cpu",
                "pytorch:eager", "pytorch:export",
                "pytorch:decompositions")
@@ -118,6 +125,7 @@ class OpenVINOONNX(_OpenVINO):
     name = "openvino.onnx"
     frameworks = ("torch", "onnx")
     form = "onnx"
+    batch_size = 16
     reaches = ("openvino:frontend.onnx", "openvino:ovc", "openvino:cpu", "pytorch:eager")
     exporters = {"torch": "torch.onnx"}
 
