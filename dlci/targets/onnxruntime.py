@@ -103,6 +103,7 @@ class ORTOnCUDA:
     probe = "onnxruntime:cuda"
     package = "onnxruntime-gpu"
     test_style = None
+    batch_size = 1  # the device oracle runs a failing model again: one test per model
 
     def is_unsupported(self, exc: BaseException, stage: str) -> bool:
         return any(CPU_FALLBACK_REFUSED in str(e) for e in chain(exc)) or ort_unsupported(exc)

@@ -22,6 +22,7 @@ class TorchOnCUDA:
     device = "cuda"
     probe = "torch:cuda"
     package = "torch"
+    batch_size = 1  # the device oracle runs a failing model again: one test per model
     frameworks = ("torch",)
     form = "torch_module"
     test_style = None  # the standalone script (it names the device) is the reproducer
