@@ -211,10 +211,10 @@ def _judge(prep: _Prepared, target, value: list, out: Outcome, hook, compiled=No
         return
     finally:
         out.timings["compare"] = time.perf_counter() - t
-    if verdict is None and instance.call.get("search"):  # a searched candidate: how close it came (dlci.evolve)
+    if verdict is None and prep.instance.call.get("search"):  # a searched candidate: how close it came (dlci.evolve)
         from dlci.evolve.fitness import measure
         try:
-            out.fitness = measure(got, ref, ref64, instance.seed)
+            out.fitness = measure(got, prep.ref, prep.ref64, prep.instance.seed)
         except Exception:  # noqa: BLE001 - a candidate without a fitness is ranked last, never an error
             out.fitness = {}
     if verdict is not None:
