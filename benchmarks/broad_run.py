@@ -1,11 +1,12 @@
-"""The broad run: `dlci test --ops all --targets all --budget B` with the plan's instance-by-instance order
-(`--schedule plan`, the engine before the cost-aware scheduler) and with the cost-aware scheduler (`--schedule cost`,
-the default), one after the other on the same machine. Per side: tests run and valid, confirmed findings, how many
+"""The broad run: `dlci test --ops all --targets all --budget B` three ways, one after the other on the same machine:
+the plan's instance-by-instance order one test per model (`--schedule plan --no-batch`: the engine before batches
+and the scheduler), the plan's order batched (`--schedule plan`), and the cost-aware scheduler (`--schedule cost`,
+the default). Per side: tests run and valid, confirmed findings, how many
 reproducers were checked alone and reproduced, whether testing ended early to leave time for them, wall time, peak
 memory (summed PSS of dlci and its workers), the per-arm shares, and whether the two named TVM from_fx bugs of
 issue 15 are among the findings (BatchNorm2d in eval mode, conv_transpose2d with keyword arguments).
 
-    .venv/bin/python benchmarks/broad_run.py [--budget 300] [--sides plan,cost] [--out /tmp/dlci-broad]
+    .venv/bin/python benchmarks/broad_run.py [--budget 300] [--sides unbatched,plan,cost] [--out /tmp/dlci-broad]
 """
 from __future__ import annotations
 
@@ -48,12 +49,18 @@ def named_bugs(findings: list[dict]) -> dict:
     }
 
 
-def side(schedule: str, budget: float, out: Path) -> dict:
+# a side's name -> its flags: the plan's order and one test per model (the engine before issue 15), the plan's order
+# batched, the cost-aware scheduler batched (today's default)
+SIDES = {"unbatched": ["--schedule", "plan", "--no-batch"], "plan": ["--schedule", "plan"],
+         "cost": ["--schedule", "cost"]}
+
+
+def side(name: str, budget: float, out: Path) -> dict:
     TreeMemory = _tree_memory()
     t0 = time.time()
     with TreeMemory() as mem:
         proc = subprocess.run([sys.executable, "-m", "dlci", "test", "--ops", "all", "--targets", "all", "--budget",
-                               str(budget), "--schedule", schedule, "--out", str(out)], cwd=ROOT, check=False,
+                               str(budget), *SIDES[name], "--out", str(out)], cwd=ROOT, check=False,
                               capture_output=True, text=True)
     doc = json.loads((out / "findings.json").read_text())
     stats, findings = doc["stats"], doc["findings"]
@@ -88,16 +95,20 @@ def _count(items) -> dict:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--budget", type=float, default=300)
-    ap.add_argument("--sides", default="plan,cost")
+    ap.add_argument("--sides", default="unbatched,plan,cost", help=f"comma-separated, of {', '.join(SIDES)}")
     ap.add_argument("--out", type=Path, default=Path("/tmp/dlci-broad"))
     args = ap.parse_args()
     report = {"budget_s": args.budget}
     for schedule in args.sides.split(","):
+        if schedule not in SIDES:
+            ap.error(f"--sides: no side {schedule!r} (known: {', '.join(SIDES)})")
         report[schedule] = side(schedule, args.budget, args.out / schedule)
         print(f"{schedule}: {report[schedule]['tests_valid']} valid of {report[schedule]['tests_run']} tests, "
               f"{report[schedule]['findings']} findings", file=sys.stderr)
-    if "plan" in report and "cost" in report:
-        report["valid_tests_ratio"] = round(report["cost"]["tests_valid"] / max(1, report["plan"]["tests_valid"]), 2)
+    for a, b in (("plan", "cost"), ("unbatched", "cost"), ("unbatched", "plan")):
+        if a in report and b in report:
+            report[f"valid_tests_{b}_over_{a}"] = round(report[b]["tests_valid"] / max(1, report[a]["tests_valid"]),
+                                                        2)
     print(json.dumps(report, indent=2))
 
 
