@@ -12,14 +12,18 @@ stays under --work for review (findings.json, report.md, repro/).
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+# this script's folder must not shadow the standard library (benchmarks/bisect.py would stand in for `bisect`)
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
 import argparse
 import json
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CRITERIA = ("OTC", "IDC", "ODC", "SEC", "SPC", "OLC")

@@ -9,7 +9,11 @@ MCTS: each tree node is a block, a path from the root a set of blocks for one ne
   path — its operator block or a subgraph block containing it; every other expansion takes the subgraph block
   expanded least so far instead (subgraphs are made of operators covered early, so the lowest-coverage rule alone
   would rarely reach the structures they exist for).
-- Simulation: the network generated from the path's blocks is run on the targets.
+- Simulation: the network is the path's deepest blocks (as many as the baseline draws, 1 to tc1), completed by
+  the default policy — half blocks of the least covered operators, half uniform — and run on the targets; the
+  mutations are aimed at what its least covered operator lacks (edge addition for an out-degree of 2, removal for
+  a sink: the degrees ODC counts), the others drawn by the bandit. An operator tried three times that never got
+  covered (its block never places) is no longer chosen for its coverage.
 - Backpropagation: the reward goes to every node on the path: the success ratio of the network's tests (those that
   ran and passed: the paper's success, which keeps one exception from being found again and again) and its coverage
   gain, plus one for a failure signature seen for the first time (two when the failure needs several operators). Visits count when a network is chosen (a virtual
@@ -29,6 +33,7 @@ from dlci.fuzz.coverage import Coverage
 from dlci.fuzz.generate import MUTATIONS
 
 STRATEGIES = ("mcts", "random")
+STUCK = 3  # tries for an operator that never got covered before the search stops choosing it for its coverage
 
 
 @dataclass
@@ -127,18 +132,33 @@ class MCTSStrategy(Strategy):
         self.resets = 0
         self.expansions = 0
         self.uses: Counter = Counter()  # subgraph block -> times expanded
+        self.tries: Counter = Counter()  # operator -> times a block was chosen for its low coverage
 
     def _uct(self, child: _Node, parent: _Node) -> float:
         if child.n == 0:
             return math.inf
         return child.v / child.n + self.e * math.sqrt(math.log(max(1, parent.n)) / child.n)
 
+    def _lowest(self, exclude: set[str], single_share: float = 0.5):
+        """Blocks for the least covered operators, least first: an operator's block (with probability
+        ``single_share`` when there is one) or a subgraph holding it. An operator tried STUCK times that never got
+        covered (its block will not place on what it is given) waits."""
+        for op in self.coverage.lowest():
+            if self.tries[op] >= STUCK and self.coverage.op_metrics(op)["OTC"] == 0:
+                continue
+            holders = [b for b in self.corpus.containing(op) if b.name not in exclude]
+            if not holders:
+                continue
+            single = [b for b in holders if b.kind == "operator"]
+            yield op, (single[0] if single and self.rng.random() < single_share else
+                       holders[int(self.rng.integers(len(holders)))])
+
     def _expand(self, node: _Node) -> _Node | None:
         on_path = set(node.path())
         taken = set(node.children)
         self.expansions += 1
-        if self.expansions % 2 == 0:
-            # every other expansion: the subgraph block used least so far. Subgraphs hold operators that are
+        if self.expansions % 3 == 0:
+            # every third expansion: the subgraph block used least so far. Subgraphs hold operators that are
             # covered early (conv, add, pad), so the lowest-coverage rule alone would rarely pick one, and their
             # structure is what random wiring does not produce (the paper's reason for subgraph blocks)
             subgraphs = [b for b in self.corpus.blocks if b.kind == "subgraph" and b.name not in taken
@@ -148,15 +168,33 @@ class MCTSStrategy(Strategy):
                 self.uses[pick.name] += 1
                 child = node.children[pick.name] = _Node(pick.name, node)
                 return child
-        for op in self.coverage.lowest():
-            holders = [b for b in self.corpus.containing(op) if b.name not in taken and b.name not in on_path]
-            if not holders:
-                continue
-            single = [b for b in holders if b.kind == "operator"]
-            pick = single[0] if single and self.rng.random() < 0.5 else holders[int(self.rng.integers(len(holders)))]
+        for op, pick in self._lowest(taken | on_path):
+            self.tries[op] += 1
             child = node.children[pick.name] = _Node(pick.name, node)
             return child
         return None
+
+    def _rollout(self, have: list[str], n: int) -> list[str]:
+        """The simulation's default policy: ``n`` more blocks, half for the least covered operators (from the 2n
+        least, at random, so that networks in flight at once differ), half uniformly at random (what the tree and the
+        coverage do not yet point at)."""
+        pool = []
+        for op, pick in self._lowest(set(have), single_share=1.0):
+            if pick.name not in pool:
+                pool.append(pick.name)
+            if len(pool) >= 2 * n:
+                break
+        self.rng.shuffle(pool)
+        out: list[str] = []
+        for k in range(n):
+            if k % 2 == 0 and pool:
+                out.append(pool.pop())
+            else:
+                out.append(self.corpus.blocks[int(self.rng.integers(len(self.corpus.blocks)))].name)
+        for name in out:
+            for op in self.blocks[name].ops:
+                self.tries[op] += 1
+        return out
 
     def choose(self) -> Choice:
         self.choices += 1
@@ -180,14 +218,31 @@ class MCTSStrategy(Strategy):
             self.root = _Node(None, None)
             self.resets += 1
             node = self._expand(self.root) or self.root
-        names = node.path()
+        path = node.path()
         walk = node
         while walk is not None:  # a virtual loss until the reward comes back
             walk.n += 1
             walk = walk.parent
+        # the network: as many blocks as the baseline draws (1 to tc1), the path's deepest ones (the expanded node
+        # always), completed by the simulation's default policy
+        size = int(self.rng.integers(1, self.tc1 + 1))
+        names = path[-size:] if len(path) >= size else path + self._rollout(path, size - len(path))
         muts = [m for m, (w, wo) in self.arms.items() if w.draw(self.rng) > wo.draw(self.rng)]
         blocks = [self.blocks[n] for n in names] or [self.corpus.blocks[int(self.rng.integers(len(self.corpus.blocks)))]]
+        self._aim(blocks, muts)
         return Choice(self._with_must(blocks), muts, node)
+
+    def _aim(self, blocks: list[Block], muts: list[str]) -> None:
+        """The mutation choice aimed at what the network's least covered operator lacks: edge addition when it has
+        never fed two operators, edge removal when it has never been a sink (the out-degrees ODC counts)."""
+        ops = [op for b in blocks for op in b.ops if op in self.coverage.corpus.op_in_degrees]
+        if not ops:
+            return
+        target = min(ops, key=self.coverage.olc_op)
+        seen = self.coverage.out_degrees.get(target, set())
+        for degree, mutation in ((2, "GEA"), (0, "GER")):
+            if degree not in seen and mutation not in muts:
+                muts.append(mutation)
 
     def feedback(self, choice: Choice, reward: float) -> None:
         super().feedback(choice, reward)

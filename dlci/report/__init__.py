@@ -175,7 +175,9 @@ def _graph_lines(f: dict) -> list[str]:
     if not g:
         return []
     ops = " -> ".join(g.get("node_types") or []) or "?"
-    lines = [f"- localised to `{g.get('localised_to')}` (node {g.get('node') or '-'}); the graph: {ops}"]
+    where = (f"localised to `{g['localised_to']}` (node {g.get('node')})" if g.get("node") else
+             "no single operator fails this way (and no node is named by the error)")
+    lines = [f"- {where}; the graph: {ops}"]
     alone = g.get("each_operator_alone") or {}
     if alone:
         lines.append("- each operator alone on this target, inputs from the reference: "
