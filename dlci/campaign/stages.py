@@ -27,6 +27,9 @@ from dlci.plan import balanced
 from dlci.report.document import Report
 
 BATCH_JOB = "dlci.testcase:execute_batch_job"  # many tests of one target, packed (dlci.testcase.execute_batch)
+# a partial batch goes out after this long: the cost-aware scheduler charges a waiting test as running, so an arm
+# whose batch never fills (cheap arms keep winning the charge) would otherwise never run at all
+BATCH_WAIT_SECONDS = 5.0
 
 Route = Callable[[Instance], Iterable[str]]  # instance -> the targets it goes to
 
@@ -180,6 +183,7 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
     # source waits for one test's outcome to make the next
     batching = options.batch and not trace_files and steered is None and source is None
     filling: dict[str, list[Test]] = {}  # target -> tests waiting for a full batch
+    filling_since: dict[str, float] = {}  # target -> when its waiting batch got its first test
     # (target, operator) that did not pass: its other tests run alone, as a packed group it would fail and be bisected
     unpackable: set[tuple[str, str]] = set()
     retry: deque = deque()  # members of a batch whose worker died: run one by one
@@ -196,6 +200,7 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
     def batch(name: str) -> Job:
         nonlocal seq
         members = filling.pop(name)
+        filling_since.pop(name, None)
         if len(members) == 1:
             return single(members[0])
         seq += 1
@@ -224,11 +229,15 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
             yield from confirm_jobs()
             while retry:
                 yield single(retry.popleft())
+            now = time.monotonic()
+            for name in [n for n, since in filling_since.items() if now - since > BATCH_WAIT_SECONDS]:
+                yield batch(name)
             size = campaign.targets[test.target].batch_size if batching else 1
             if size <= 1 or (test.target, test.instance.op) in unpackable:
                 yield single(test)
                 continue
             filling.setdefault(test.target, []).append(test)
+            filling_since.setdefault(test.target, time.monotonic())
             if len(filling[test.target]) >= size:
                 yield batch(test.target)
         for name in list(filling):
