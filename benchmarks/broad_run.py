@@ -17,20 +17,14 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]  # benchmarks/bisect.py shadows bisect
 
 import argparse  # noqa: E402
-import importlib.util  # noqa: E402
 import json  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _tree_memory():
-    spec = importlib.util.spec_from_file_location("dlci_bench_common", os.path.join(_HERE, "_common.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.TreeMemory
+sys.path.insert(0, str(ROOT))
+from benchmarks._common import TreeMemory  # noqa: E402  (ROOT is on sys.path; this folder is not)
 
 
 def named_bugs(findings: list[dict]) -> dict:
@@ -56,7 +50,6 @@ SIDES = {"unbatched": ["--schedule", "plan", "--no-batch"], "plan": ["--schedule
 
 
 def side(name: str, budget: float, out: Path) -> dict:
-    TreeMemory = _tree_memory()
     t0 = time.time()
     with TreeMemory() as mem:
         proc = subprocess.run([sys.executable, "-m", "dlci", "test", "--ops", "all", "--targets", "all", "--budget",

@@ -23,7 +23,6 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
 
 import argparse  # noqa: E402
-import importlib.util  # noqa: E402
 import json  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
@@ -36,15 +35,7 @@ sys.path.insert(0, str(ROOT))
 STRATEGIES = ("ga", "random")
 
 
-def _load_zoo():
-    spec = importlib.util.spec_from_file_location("dlci_audee_zoo", os.path.join(_HERE, "audee_zoo.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-Z = _load_zoo()
+from benchmarks import audee_zoo as Z  # noqa: E402  (ROOT is on sys.path; this folder is not)
 
 
 def run_one(strategy: str, seed: int, budget: float, models: list[str], targets: str, out: Path) -> dict:
