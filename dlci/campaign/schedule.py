@@ -11,8 +11,9 @@ are valid, so the budget drifts to where bugs are found without starving the res
 plan's order (OPERA's diversity order)."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from dlci.outcome import CRASH, INCONSISTENT, PASS
 
@@ -21,6 +22,9 @@ PRIOR_TESTS = 2      # pseudo-tests of the prior in an arm's mean cost and valid
 YIELD_WEIGHT = 1.0   # weight added per failure signature found per minute of the arm's own time
 MAX_WEIGHT = 8.0     # no arm gets more than this many shares, however well it yields
 INVALID_FLOOR = 0.25  # weight of an arm none of whose tests is valid (it may still become valid: keep a share)
+# a partial batch goes out after this long: the scheduler charges a waiting test as running, so an arm whose batch
+# never fills (cheap arms keep winning the charge) would otherwise never run at all
+BATCH_WAIT_SECONDS = 5.0
 
 
 @dataclass
@@ -97,3 +101,30 @@ class CostAware:
 
     def stats(self) -> dict:
         return {f"{t} × {s}": arm.as_dict() for (t, s), arm in sorted(self.arms.items()) if arm.tests or arm.running}
+
+
+class BatchFiller:
+    """Tests waiting, per target, for a batch of that target's size; a batch goes out when full or when its first
+    test has waited ``wait`` seconds."""
+
+    def __init__(self, wait: float = BATCH_WAIT_SECONDS, clock: Callable[[], float] = time.monotonic):
+        self.wait, self.clock = wait, clock
+        self._waiting: dict[str, list] = {}
+        self._since: dict[str, float] = {}
+
+    def add(self, target: str, test, size: int) -> list | None:
+        """Queue ``test``; its target's batch when this filled it."""
+        self._waiting.setdefault(target, []).append(test)
+        self._since.setdefault(target, self.clock())
+        return self.take(target) if len(self._waiting[target]) >= size else None
+
+    def take(self, target: str) -> list:
+        self._since.pop(target, None)
+        return self._waiting.pop(target)
+
+    def overdue(self) -> list[str]:
+        now = self.clock()
+        return [t for t, since in self._since.items() if now - since > self.wait]
+
+    def waiting(self) -> list[str]:
+        return list(self._waiting)

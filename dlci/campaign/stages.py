@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 from dlci.campaign.options import RunOptions
-from dlci.campaign.schedule import CostAware
+from dlci.campaign.schedule import BatchFiller, CostAware
 from dlci.campaign.state import Campaign
 from dlci.exec import Engine, Job
 from dlci.findings import Finding
@@ -27,9 +27,6 @@ from dlci.plan import balanced
 from dlci.report.document import Report
 
 BATCH_JOB = "dlci.testcase:execute_batch_job"  # many tests of one target, packed (dlci.testcase.execute_batch)
-# a partial batch goes out after this long: the cost-aware scheduler charges a waiting test as running, so an arm
-# whose batch never fills (cheap arms keep winning the charge) would otherwise never run at all
-BATCH_WAIT_SECONDS = 5.0
 
 Route = Callable[[Instance], Iterable[str]]  # instance -> the targets it goes to
 
@@ -182,8 +179,7 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
     # batches (Target.batch_size) only where no test needs its own coverage (a PR scan steers by it) and no
     # source waits for one test's outcome to make the next
     batching = options.batch and not trace_files and steered is None and source is None
-    filling: dict[str, list[Test]] = {}  # target -> tests waiting for a full batch
-    filling_since: dict[str, float] = {}  # target -> when its waiting batch got its first test
+    filling = BatchFiller()
     # (target, operator) that did not pass: its other tests run alone, as a packed group it would fail and be bisected
     unpackable: set[tuple[str, str]] = set()
     retry: deque = deque()  # members of a batch whose worker died: run one by one
@@ -197,10 +193,8 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
                    args=(test.instance, test.target, tuple(trace_files)), instance_id=test.instance.id,
                    op=test.instance.op, target=test.target, affinity=test.instance.id, timeout=target.timeout)
 
-    def batch(name: str) -> Job:
+    def batch(name: str, members: list[Test]) -> Job:
         nonlocal seq
-        members = filling.pop(name)
-        filling_since.pop(name, None)
         if len(members) == 1:
             return single(members[0])
         seq += 1
@@ -229,19 +223,17 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
             yield from confirm_jobs()
             while retry:
                 yield single(retry.popleft())
-            now = time.monotonic()
-            for name in [n for n, since in filling_since.items() if now - since > BATCH_WAIT_SECONDS]:
-                yield batch(name)
+            for name in filling.overdue():
+                yield batch(name, filling.take(name))
             size = campaign.targets[test.target].batch_size if batching else 1
             if size <= 1 or (test.target, test.instance.op) in unpackable:
                 yield single(test)
                 continue
-            filling.setdefault(test.target, []).append(test)
-            filling_since.setdefault(test.target, time.monotonic())
-            if len(filling[test.target]) >= size:
-                yield batch(test.target)
-        for name in list(filling):
-            yield batch(name)
+            full = filling.add(test.target, test, size)
+            if full:
+                yield batch(test.target, full)
+        for name in filling.waiting():
+            yield batch(name, filling.take(name))
         while retry:
             yield single(retry.popleft())
         yield from confirm_jobs()
