@@ -77,8 +77,10 @@ def localise(instance, target_name: str, out: Outcome, ref, ref64, execute: Call
         out.op = view.op(0)
         return
     traceable = out.status == INCONSISTENT and got is not None
-    if n > (TRACED_MAX_NODES if traceable else MAX_NODES):
-        out.localised = {"nodes": n, "note": f"not localised (more than {MAX_NODES} operators)"}
+    limit = TRACED_MAX_NODES if traceable else MAX_NODES
+    if n > limit:
+        why = "" if traceable else ", and no trace: only a wrong value is traced"
+        out.localised = {"nodes": n, "note": f"not localised (more than {limit} operators{why})"}
         return
     output = None
     if out.status == INCONSISTENT:
