@@ -468,7 +468,9 @@ def _reduction_summary(red) -> dict | None:
 
 # -- reproduce --------------------------------------------------------------------------------------------------
 
-REPRO_CHECK_SECONDS = 3.0  # a reproducer run alone: a fresh interpreter importing torch and the target, 2-3 s here
+# a reproducer run alone in a child of a warm interpreter (dlci.findings.warm): 39 reproducers of a broad run took
+# 0.75 s each with two at a time here (a fresh interpreter importing torch and the target: 4-8 s each)
+REPRO_CHECK_SECONDS = 1.5
 CHECK_SHARE = 0.7  # of the time left before the hard deadline that owed reproducer checks may take before testing
 # stops (the rest: confirmations, reduction, the report)
 FALLBACKS = 2  # larger instances a finding's reproducer falls back to before the finding is dropped
@@ -485,7 +487,8 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
     repro/unreproduced/). A check that would start after ``until``, or that ``hard_until`` cuts short, leaves the
     finding unchecked (``repro_checked`` None): it stays. The reported findings are renumbered F001... and their
     scripts re-rendered."""
-    from dlci.findings.repro import check_repro
+    from dlci.findings.repro import check_repro, scrubbed_env
+    from dlci.findings.warm import WarmPool
     out = options.out
     (out / "repro").mkdir(parents=True, exist_ok=True)
     paths = {}
@@ -509,7 +512,7 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
             if limit < MIN_CHECK_SECONDS:
                 return None
             t0 = time.monotonic()
-            ok = check_repro(path, env=env, timeout=limit)
+            ok = check_repro(path, env=env, timeout=limit, warm=warm)
             return None if not ok and limit < REPRO_TIMEOUT and time.monotonic() - t0 >= limit - 1 else ok
 
         def check(finding: Finding) -> None:
@@ -544,8 +547,10 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
         # as many at once as there were workers; a device target's reproducers one at a time, after the others: alone
         # on the device, no other test's memory or timing beside them
         on_device = {id(f) for f in findings if getattr(campaign.targets.get(f.target), "on_accelerator", False)}
-        with ThreadPoolExecutor(max(1, options.workers)) as pool:
+        with WarmPool(scrubbed_env(env), max(1, options.workers)) as warm, \
+                ThreadPoolExecutor(max(1, options.workers)) as pool:
             list(pool.map(check, [f for f in findings if id(f) not in on_device]))
+        warm = None  # a device's reproducer runs in a fresh interpreter: nothing of the warm ones on the device
         for f in findings:
             if id(f) in on_device:
                 check(f)

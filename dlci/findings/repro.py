@@ -589,9 +589,18 @@ def scrubbed_env(overrides: dict | None = None) -> dict:
     return {k: v for k, v in env.items() if not is_secret_name(k)}
 
 
-def check_repro(path: Path, timeout: float = 600, env: dict | None = None, log_suffix: str = ".log") -> bool:
-    """Run the reproducer alone in a fresh interpreter: True when it exits 1 (reproduces)."""
+def check_repro(path: Path, timeout: float = 600, env: dict | None = None, log_suffix: str = ".log",
+                warm=None) -> bool:
+    """Run the reproducer alone: True when it exits 1 (reproduces). ``warm`` (a dlci.findings.warm.WarmPool in the
+    same environment): first in a child of a warm interpreter, whose "reproduces" is taken; anything else is decided
+    in a fresh interpreter."""
     path = Path(path).resolve()  # it runs from its own folder: a relative path would not find it there
+    if warm is not None:
+        got = warm.run(path, timeout)
+        if got is not None and got.returncode == 1 and "REPRODUCED" in got.stdout:
+            path.with_suffix(log_suffix).write_text(f"exit 1 (a child of a warm interpreter)\n--- stdout\n"
+                                                    f"{got.stdout}\n--- stderr\n{got.stderr[-20000:]}")
+            return True
     try:
         proc = cancel.run([sys.executable, str(path)], timeout=timeout,
                           cwd=str(path.parent), env=scrubbed_env(env))
