@@ -32,7 +32,8 @@ def scan(tmp_path, *args) -> tuple[int, dict]:
 
 
 def test_sample_pr_bug_is_caught_new_in_pr_with_a_reproducer_that_fails_on_head_only(tmp_path):
-    code, doc = scan(tmp_path, "--sample", "tvm-elu-minimum", "--budget", "150", "--limit-per-op", "6")
+    code, doc = scan(tmp_path, "--sample", "tvm-elu-minimum", "--budget", "150", "--limit-per-op", "6",
+                     "--fuzz-share", "0")  # the fuzz share has its own test (test_fuzz.py)
     assert code == EXIT_FINDINGS
     assert doc["findings"], doc["stats"]
     for f in doc["findings"]:
@@ -105,6 +106,8 @@ def test_ops_lists_touched_operators_with_file_and_line(tmp_path, capsys):
 def test_bad_input_is_a_usage_error(tmp_path, capsys):
     assert main(["ops", "--repo", str(tmp_path)]) == EXIT_USAGE  # not a git repository
     assert "git" in capsys.readouterr().err
+    assert main(["scan", "--fuzz-share", "1.5", "--out", str(tmp_path / "o")]) == EXIT_USAGE
+    assert "--fuzz-share" in capsys.readouterr().err
     repo, base, head = samples.build("tvm-docs-only", tmp_path / "repo")
     assert main(["ops", "--repo", str(repo), "--base", "no-such-rev"]) == EXIT_USAGE
     (repo / ".dlci.yml").write_text("budget: [1, 2]\n")
@@ -117,7 +120,7 @@ def test_bad_input_is_a_usage_error(tmp_path, capsys):
 def test_a_new_failure_is_never_folded_into_an_old_one(tmp_path):
     """The sample swaps avg_pool2d's ceil_mode and count_include_pad, while the base revision already gets
     avg_pool2d wrong the same way (value mismatch) on other instances: the new failures are reported new, apart."""
-    code, doc = scan(tmp_path, "--sample", "tvm-avgpool-arg-order", "--budget", "240")
+    code, doc = scan(tmp_path, "--sample", "tvm-avgpool-arg-order", "--budget", "240", "--fuzz-share", "0")
     assert code == EXIT_FINDINGS
     pool = [f for f in doc["findings"] if f["operator"] in ("aten::avg_pool2d", "nn::AvgPool2d")]
     new = [f for f in pool if f["new_in_pr"] is True and f["oracle"] == "inconsistency"]
@@ -135,7 +138,7 @@ def test_a_new_failure_is_never_folded_into_an_old_one(tmp_path):
 
 def test_support_the_pr_removes_is_a_new_finding(tmp_path):
     """The sample drops FX's softplus function entry: base converts F.softplus, head says it does not support it."""
-    code, doc = scan(tmp_path, "--sample", "tvm-fx-softplus-removed", "--budget", "150")
+    code, doc = scan(tmp_path, "--sample", "tvm-fx-softplus-removed", "--budget", "150", "--fuzz-share", "0")
     assert code == EXIT_FINDINGS
     removed = [f for f in doc["findings"] if f["symptom"] == "support removed"]
     assert removed, [(f["id"], f["signature"]) for f in doc["findings"]]
@@ -148,7 +151,7 @@ def test_a_quantized_tflite_regression_is_caught_through_the_quantized_variants(
     """The sample pools quantized tensors in int8 (TVM's TFLite frontend summed them in int32): only quantized TFLite
     models take that branch, so the catch comes from tflite_variants, new in the PR, with a reproducer that fails on
     head and passes on base."""
-    code, doc = scan(tmp_path, "--sample", "tvm-tflite-quantized-avgpool", "--budget", "150")
+    code, doc = scan(tmp_path, "--sample", "tvm-tflite-quantized-avgpool", "--budget", "150", "--fuzz-share", "0")
     assert code == EXIT_FINDINGS, doc.get("stats")
     new = [f for f in doc["findings"] if f["new_in_pr"] is True]
     assert new, [(f["id"], f["signature"], f["new_in_pr"]) for f in doc["findings"]]
@@ -163,7 +166,7 @@ def test_an_openvino_python_side_regression_runs_the_prs_python_over_the_install
     .dlci.yml, the profile's defaults run the checkout's Python over the wheel's native libraries, and the bfloat16
     variants of the operators every graph has find it new in the PR."""
     pytest.importorskip("openvino")
-    code, doc = scan(tmp_path, "--sample", "openvino-py-bfloat16-table", "--budget", "150",
+    code, doc = scan(tmp_path, "--sample", "openvino-py-bfloat16-table", "--budget", "150", "--limit-per-op", "2",
                      "--targets", "openvino.pytorch,openvino.exported_program")
     assert code == EXIT_FINDINGS, doc.get("stats")
     new = [f for f in doc["findings"] if f["new_in_pr"] is True]

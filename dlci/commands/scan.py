@@ -19,12 +19,19 @@ def add_arguments(parser) -> None:
     parser.add_argument("--head", default="HEAD", help="head revision (the PR)")
     parser.add_argument("--sample", default=DEFAULT, choices=sorted(SAMPLES), help="bundled sample PR when no --repo")
     parser.add_argument("--targets", help="comma-separated targets (default: those the touched converters reach)")
+    parser.add_argument("--fuzz-share", type=float, default=None, metavar="FRACTION",
+                        help="share of the testing budget for graph fuzzing around the touched operators (overrides "
+                             ".dlci.yml fuzz.share; default 0.3 for TVM, OpenVINO and ONNX Runtime; 0: off, the scan "
+                             "ends when the operators' own tests do)")
     RUN.add_to(parser)
 
 
 def run(args) -> int:
     from dlci import scan
     options = RUN.parse(args)
+    if args.fuzz_share is not None and not 0 <= args.fuzz_share < 1:
+        from dlci.errors import UsageError
+        raise UsageError(f"--fuzz-share must be at least 0 and below 1, got {args.fuzz_share}")
     if args.repo is None:  # the bundled sample PR: a TVM-shaped repo with one realistic converter edit
         from dlci import samples
         repo, base, head = samples.build(args.sample, options.out / "sample-pr")
@@ -33,5 +40,6 @@ def run(args) -> int:
     else:
         repo, base, head = Path(args.repo), args.base, args.head
     report = scan.scan(scan.ScanRequest(repo=repo, base=base, head=head,
-                                        targets=split(args.targets) if args.targets else None, options=options))
+                                        targets=split(args.targets) if args.targets else None, options=options,
+                                        fuzz_share=args.fuzz_share))
     return exit_code(report, options)

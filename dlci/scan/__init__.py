@@ -31,6 +31,7 @@ class ScanRequest:
     head: str
     options: RunOptions                # options.budget None: .dlci.yml's budget, else DEFAULT_BUDGET
     targets: list[str] | None = None   # explicit --targets (intersected with what the diff reaches)
+    fuzz_share: float | None = None    # --fuzz-share: overrides .dlci.yml fuzz.share
 
 
 def scan(req: ScanRequest) -> Report:
@@ -76,7 +77,7 @@ def scan(req: ScanRequest) -> Report:
         say(f"nothing to test: {reason}")
         return report
 
-    fuzz = selection.fuzz_share(analysis, config, req.targets)
+    fuzz = selection.fuzz_share(analysis, config, req.targets, share=req.fuzz_share)
     if fuzz is not None:
         pr["fuzz"] = fuzz.describe()
     if not analysis.touches and fuzz is None:

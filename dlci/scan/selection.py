@@ -94,15 +94,15 @@ class FuzzShare:
                 "strategy": self.strategy, "why": self.why}
 
 
-def fuzz_share(analysis, config: Config, named: list[str] | None) -> FuzzShare | None:
-    """The fuzz share of a scan, or None: ``.dlci.yml`` ``fuzz.share`` (default 0.3 for a compiler's repository,
-    else off); networks go to the installed ONNX-taking targets that the change reaches (a touched converter's, or
+def fuzz_share(analysis, config: Config, named: list[str] | None, share: float | None = None) -> FuzzShare | None:
+    """The fuzz share of a scan, or None: ``share`` (``--fuzz-share``), else ``.dlci.yml`` ``fuzz.share`` (default
+    0.3 for a compiler's repository, else off); networks go to the installed ONNX-taking targets that the change reaches (a touched converter's, or
     graph-level code's, see Profile.graph_code), built around the touched operators the corpus has (each with varied
     producers and consumers), or over the whole corpus when only graph-level code changed."""
     from dlci import operators, targets
     settings = dict(config.fuzz or {})
     default = DEFAULT_FUZZ_SHARE if set(analysis.profiles) & set(COMPILER_PROFILES) else 0.0
-    share = float(settings.get("share", default))
+    share = float(settings.get("share", default)) if share is None else share
     if share <= 0:
         return None
     reached = {x for t in analysis.touches for x in t.targets} | {x for g in analysis.graph_level for x in g["targets"]}
