@@ -468,8 +468,8 @@ def _reduction_summary(red) -> dict | None:
 
 # -- reproduce --------------------------------------------------------------------------------------------------
 
-# a reproducer run alone in a child of a warm interpreter (dlci.findings.warm): 39 reproducers of a broad run took
-# 0.75 s each with two at a time here (a fresh interpreter importing torch and the target: 4-8 s each)
+# a reproducer run alone in a child of a warm interpreter (dlci.findings.warm): 1.5 s a check on a loaded machine,
+# against 4-12 s in a fresh interpreter importing torch and the target (benchmarks/repro_checks.py)
 REPRO_CHECK_SECONDS = 1.5
 CHECK_SHARE = 0.7  # of the time left before the hard deadline that owed reproducer checks may take before testing
 # stops (the rest: confirmations, reduction, the report)
