@@ -250,5 +250,13 @@ def check_on_base(findings: list[Finding], options: RunOptions, base_env: dict, 
         path.with_suffix(".base.log").write_text(f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n"
                                                  f"{proc.stderr[-20000:]}")
         f.repro_passes_on_base = proc.returncode == 0 and "REPRODUCED" not in proc.stdout
+        if proc.returncode == 1 and "REPRODUCED" in proc.stdout and f.new_in_pr:
+            # the base re-run in a worker passed, the reproducer (what a maintainer will run) fails there as it does
+            # on the PR: the bug is already on base, and calling it new would fail the PR for it. Another exit
+            # (an error of the base environment, a timeout) proves nothing and leaves the finding new.
+            f.new_in_pr = False
+            f.base = {**(f.base or {}), "reproducer_fails_on_base": True,
+                      "note": "the campaign's re-run passed on the base revision, but the standalone reproducer "
+                              "fails there the same way: already on base"}
     with ThreadPoolExecutor(max(1, options.workers)) as pool:
         list(pool.map(on_base, [f for f in findings if f.repro]))
