@@ -596,7 +596,7 @@ def check_repro(path: Path, timeout: float = 600, env: dict | None = None, log_s
     in a fresh interpreter."""
     path = Path(path).resolve()  # it runs from its own folder: a relative path would not find it there
     if warm is not None:
-        got = warm.run(path, timeout)
+        got = warm.run(path, min(timeout, 120.0))  # a fork gone wrong must not cost the whole budget
         if got is not None and got.returncode == 1 and "REPRODUCED" in got.stdout:
             path.with_suffix(log_suffix).write_text(f"exit 1 (a child of a warm interpreter)\n--- stdout\n"
                                                     f"{got.stdout}\n--- stderr\n{got.stderr[-20000:]}")
