@@ -35,9 +35,11 @@ ATTEMPTS = 200  # generation attempts for one network before the stream gives up
 class _Pending:
     choice: Choice
     gain: float
+    gains: dict
     tests: int
     statuses: list[str] = field(default_factory=list)
     bonus: float = 0.0
+    seconds: float = 0.0  # the workers' time on its tests: what the network cost
 
 
 class FuzzStream:
@@ -64,6 +66,8 @@ class FuzzStream:
         self.witness = witness and spec_witness_available()
         self.frameworks = {f for t in targets.values() for f in t.frameworks}
         self._last_point = -1.0
+        self.cost_sum = 0.0
+        self.cost_n = 0
 
     # -- generation ----------------------------------------------------------------------------------------------
     def __iter__(self):
@@ -94,15 +98,20 @@ class FuzzStream:
                     _witness(gen)
             except GraphError as e:
                 self.rejected[_reason(str(e))] += 1
+                self.strategy.credit(choice, {})
                 self.strategy.feedback(choice, 0.0)
                 continue
             if not self.coverage.adds(gen.features) and self.stale < STALE:
                 self.stale += 1
                 self.discarded += 1
+                self.strategy.credit(choice, {})
                 self.strategy.feedback(choice, 0.0)
                 continue
             self.stale = 0
             gain = self.coverage.add(gen.features)
+            gains = dict(self.coverage.last_gains)
+            self.strategy.credit(choice, {op: self.coverage.balanced(g, per_op=True)
+                                          for op, g in self.coverage.last_op_gains.items()})
             self.gains.append(gain)
             self.accepted += 1
             self.blocks_used.update(gen.blocks)
@@ -112,7 +121,7 @@ class FuzzStream:
             if not instances:
                 self.strategy.feedback(choice, 0.0)
                 continue
-            shared = _Pending(choice, gain, sum(len(self._route(i)) for i in instances))
+            shared = _Pending(choice, gain, gains, sum(len(self._route(i)) for i in instances))
             for inst in instances:
                 self.pending[inst.id] = shared  # one reward for the network, over all its forms' tests
             return instances
@@ -150,6 +159,7 @@ class FuzzStream:
         if p is None:
             return
         p.statuses.append(outcome.status)
+        p.seconds += float(getattr(outcome, "seconds", 0.0) or 0.0)
         # a new failure is worth one more; one that needs several operators (what this fuzzer is for) two
         if new_signature:
             p.bonus = max(p.bonus, 2.0 if (outcome.localised or {}).get("multi_operator") else 1.0)
@@ -158,8 +168,16 @@ class FuzzStream:
         for key in [k for k, v in self.pending.items() if v is p]:
             del self.pending[key]
         success = sum(1 for s in p.statuses if s == PASS) / len(p.statuses)
-        scale = 2 * float(np.mean(self.gains)) if self.gains else 0.0
-        gain = min(1.0, p.gain / scale) if scale > 0 else 0.0
+        # the coverage gain on one scale per criterion, weighted by what is left of each (Coverage.balanced): a
+        # typical gain is about one, so late edges, degrees and shape vectors count as much as early operator types
+        # per second of the workers' time, relative to the mean network: the budget is time, and a network twice as
+        # costly (more nodes, a slow compile) must gain twice as much to be worth as much
+        self.cost_sum += p.seconds
+        self.cost_n += 1
+        mean = self.cost_sum / self.cost_n
+        rel = max(0.25, p.seconds / mean) if mean > 0 else 1.0
+        self.strategy.charge(p.choice, rel)
+        gain = min(1.0, self.coverage.balanced(p.gains) / (2 * rel))
         self.strategy.feedback(p.choice, 0.5 * success + 0.5 * gain + p.bonus)
 
     # -- the report ----------------------------------------------------------------------------------------------
