@@ -33,7 +33,10 @@ from dlci.fuzz.coverage import Coverage
 from dlci.fuzz.generate import MUTATIONS
 
 STRATEGIES = ("mcts", "random")
-TOURNAMENT = 6  # candidates per block choice of the MCTS (tournament selection on the blocks' expected gain)
+TOURNAMENT = 10  # candidates per block choice of the MCTS (tournament selection on the blocks' expected gain)
+# tc2, the visits after which a node is not selected again: few (the paper's is 1), so that the tree keeps expanding
+# new blocks; at 24 a handful of blocks filled most networks, whose out-degrees and edges were soon all covered
+MAX_VISITS = 3
 DECAY = 0.85  # per network an operator is chosen into, the weight its past gains keep (its yield drifts down)
 
 
@@ -131,7 +134,7 @@ class _Arm:
 class MCTSStrategy(Strategy):
     name = "mcts"
 
-    def __init__(self, corpus, coverage, rng, *, max_blocks: int = 4, max_visits: int = 24,
+    def __init__(self, corpus, coverage, rng, *, max_blocks: int = 4, max_visits: int = MAX_VISITS,
                  exploration: float = 1.0, must=None, tournament: int = TOURNAMENT, decay: float = DECAY):
         super().__init__(corpus, coverage, rng, max_blocks=max_blocks, must=must)
         self.tc1, self.tc2, self.e = max_blocks, max_visits, exploration
@@ -266,8 +269,19 @@ class MCTSStrategy(Strategy):
         names = path[-size:] if len(path) >= size else path + self._rollout(path, size - len(path))
         muts = [m for m, (w, wo) in self.arms.items() if w.draw(self.rng) > wo.draw(self.rng)]
         blocks = [self.blocks[n] for n in names] or [self.corpus.blocks[int(self.rng.integers(len(self.corpus.blocks)))]]
+        blocks = self._order(blocks)
         self._aim(blocks, muts)
         return Choice(self._with_must(blocks), muts, node)
+
+    def _order(self, blocks: list[Block]) -> list[Block]:
+        """The chosen blocks in the order the generator places them (block i on digraph nodes i, i+k, ...): the
+        early nodes feed most of the rest (out-degree 2), the last ones are the sinks (out-degree 0), so a block
+        whose output operator never fed two operators goes first and one that was never a sink goes last."""
+        def key(b: Block):
+            tail = b.ops[-1]
+            seen = self.coverage.out_degrees.get(tail, set())
+            return (0 if 2 not in seen else 2 if 0 not in seen else 1, self.rng.random())
+        return sorted(blocks, key=key)
 
     def _aim(self, blocks: list[Block], muts: list[str]) -> None:
         """The mutation choice aimed at what the network's least covered operator lacks: edge addition when it has
