@@ -132,10 +132,12 @@ def test_mcts_expands_by_expected_gain_and_learns_from_rewards():
     mcts = MCTSStrategy(corpus, cov, rng, max_blocks=3)
     first = mcts.choose()
     assert first.blocks and first.handle.block in {b.name for b in corpus.blocks}
+    top = first.handle.path()[0]  # the tree's first block (the network's own order is the placement order)
+    mcts.feedback(first, 1.0)
     for _ in range(40):
         c = mcts.choose()
-        mcts.feedback(c, 1.0 if c.blocks[0].name == first.blocks[0].name else 0.0)
-    assert mcts.stats()["best_first_blocks"][0]["block"] == first.blocks[0].name
+        mcts.feedback(c, 1.0 if c.handle.path()[0] == top else 0.0)
+    assert mcts.stats()["best_first_blocks"][0]["block"] == top
     rnd = RandomStrategy(corpus, cov, np.random.default_rng(0), must={"Resize"})
     assert all(any("Resize" in b.ops for b in rnd.choose().blocks) for _ in range(10))
 

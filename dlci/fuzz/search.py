@@ -3,21 +3,28 @@ uniform random choice (the baseline), both feeding the same generator.
 
 MCTS: each tree node is a block, a path from the root a set of blocks for one network.
 - Selection: from the root, children by UCT, potential = v/n + e*sqrt(ln N / n) (v the node's summed reward, n its
-  visits, N its parent's), down to a leaf; a node visited tc2 times is exhausted (not selected again) and the tree
-  goes no deeper than tc1 blocks. A node widens (gets a new child) while it has fewer than 1 + sqrt(n) children.
-- Expansion: the new child is the corpus operator with the lowest operator-level coverage (OLC_op) not yet on the
-  path — its operator block or a subgraph block containing it; every other expansion takes the subgraph block
-  expanded least so far instead (subgraphs are made of operators covered early, so the lowest-coverage rule alone
-  would rarely reach the structures they exist for).
+  visits, N its parent's), down to a leaf; a node visited tc2 times (3; the paper's is 1) is exhausted (not selected
+  again) and the tree goes no deeper than tc1 blocks. A node widens (gets a new child) while it has fewer than
+  1 + sqrt(n) children.
+- Expansion: the paper takes the lowest-coverage operator not on the path. That operator is often one whose block
+  rarely places or has no shapes and parameters left, and it was taken again and again; here the new child is the
+  best of a tournament of blocks (10 drawn uniformly) on their expected gain: per operator the discounted mean of
+  what networks holding it gained for it (per criterion on one scale, weighted by what is left of the criterion:
+  Coverage.balanced), from its room left as an optimistic prior, per relative cost of those networks; plus the
+  worth of the edges (operator pairs, SEC) it would form with the path's blocks that no network had yet. Every third
+  expansion takes a subgraph block (the least expanded, by the same tournament): they hold operators covered early,
+  so their structure would rarely be reached otherwise.
 - Simulation: the network is the path's deepest blocks (as many as the baseline draws, 1 to tc1), completed by
-  the default policy — half blocks of the least covered operators, half uniform — and run on the targets; the
-  mutations are aimed at what its least covered operator lacks (edge addition for an out-degree of 2, removal for
-  a sink: the degrees ODC counts), the others drawn by the bandit. An operator tried three times that never got
-  covered (its block never places) is no longer chosen for its coverage.
+  the default policy (the same tournament, against the blocks chosen so far), ordered for the out-degrees their
+  output operators lack (the generator's first blocks feed most others, its last are sinks), and run on the
+  targets; edge addition and removal are added when the network's operator with the fewest out-degrees lacks 2 or
+  0, the other mutations drawn by the bandit.
 - Backpropagation: the reward goes to every node on the path: the success ratio of the network's tests (those that
-  ran and passed: the paper's success, which keeps one exception from being found again and again) and its coverage
-  gain, plus one for a failure signature seen for the first time (two when the failure needs several operators). Visits count when a network is chosen (a virtual
-  loss: several networks are in flight at once).
+  ran and passed: the paper's success, which keeps one exception from being found again and again) and its
+  coverage gain (balanced, per relative cost: the budget is time), plus one for a failure signature seen for the
+  first time (two when the failure needs several operators). Visits count when a network is chosen (a virtual loss:
+  several networks are in flight at once). Per operator, what the network gained for it and what it cost go to
+  the operator's estimate (credit, charge).
 Mutations: each of the six is a two-armed bandit (with / without), drawn by Thompson sampling on the same reward.
 """
 from __future__ import annotations
