@@ -2,13 +2,15 @@
 seeds, each run a fresh `python -m dlci fuzz` process.
 
     .venv/bin/python benchmarks/fuzz.py [--budget 240] [--seeds 0,1] [--targets tvm.from_onnx,openvino.onnx,onnxruntime]
-                                        [--work DIR] [--json PATH]
+                                        [--work DIR] [--json PATH] [--together]
 
 Per strategy (mean over the seeds): each operator-level coverage criterion (OTC, IDC, ODC, SEC, SPC) and OLC at
 fixed points of the testing time and at its end, networks kept, distinct confirmed findings (signatures; the ones a
 standalone reproducer reproduces alone) and, of those, the findings whose reduced graph needs several operators
 (every operator alone passes). Prints one JSON document (and writes it with --json); each run's own output folder
-stays under --work for review (findings.json, report.md, repro/).
+stays under --work for review (findings.json, report.md, repro/). --together runs the two strategies of a seed at the
+same time instead of one after the other: on a machine shared with other work, load drifts then hit both alike
+(each gets half the machine, so the figures are lower than a run alone).
 """
 from __future__ import annotations
 
@@ -31,11 +33,26 @@ STRATEGIES = ("mcts", "random")
 
 
 def run_one(strategy: str, seed: int, budget: float, targets: str, out: Path) -> dict:
+    return finish(start(strategy, seed, budget, targets, out))
+
+
+def start(strategy: str, seed: int, budget: float, targets: str, out: Path) -> tuple:
     cmd = [sys.executable, "-m", "dlci", "fuzz", "--strategy", strategy, "--seed", str(seed), "--budget",
            str(budget), "--targets", targets, "--out", str(out), "--fail-on", "never"]
-    t0 = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    # stderr to a file, not a pipe: with two runs at once an unread pipe would stall the one not waited on
+    out.parent.mkdir(parents=True, exist_ok=True)
+    err = open(out.parent / f"{out.name}.stderr", "w+")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, text=True, cwd=ROOT)
+    return strategy, seed, out, proc, time.monotonic(), err
+
+
+def finish(started: tuple) -> dict:
+    strategy, seed, out, proc, t0, err = started
+    proc.wait()
     wall = time.monotonic() - t0
+    err.seek(0)
+    stderr = err.read()
+    err.close()
     doc = json.loads((out / "findings.json").read_text()) if (out / "findings.json").exists() else {}
     fz = (doc.get("stats") or {}).get("fuzz") or {}
     findings = doc.get("findings") or []
@@ -46,7 +63,7 @@ def run_one(strategy: str, seed: int, budget: float, targets: str, out: Path) ->
                           "signature": f["signature"], "repro_checked": f.get("repro_checked"),
                           "multi_operator_only": (f.get("graph") or {}).get("multi_operator_only"),
                           "operators": (f.get("graph") or {}).get("node_types")} for f in findings],
-            "out": str(out), "stderr_tail": proc.stderr[-600:] if proc.returncode not in (0, 1) else ""}
+            "out": str(out), "stderr_tail": stderr[-600:] if proc.returncode not in (0, 1) else ""}
 
 
 def at(timeline: list[dict], t: float) -> dict:
@@ -90,19 +107,25 @@ def main(argv=None) -> int:
     ap.add_argument("--targets", default="tvm.from_onnx,openvino.onnx,onnxruntime")
     ap.add_argument("--work", default=None, help="folder for the runs' outputs (default: a temporary one)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--together", action="store_true", help="run a seed's two strategies at the same time")
     args = ap.parse_args(argv)
     work = Path(args.work or tempfile.mkdtemp(prefix="dlci-bench-fuzz-"))
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     runs = []
     for seed in seeds:
-        for s in STRATEGIES:  # alternated per seed, so that machine load drifts hit both alike
-            r = run_one(s, seed, args.budget, args.targets, work / f"{s}-seed{seed}")
+        if args.together:
+            started = [start(s, seed, args.budget, args.targets, work / f"{s}-seed{seed}") for s in STRATEGIES]
+            done = [finish(p) for p in started]
+        else:  # one after the other
+            done = [run_one(s, seed, args.budget, args.targets, work / f"{s}-seed{seed}") for s in STRATEGIES]
+        for r in done:
             print(json.dumps({k: r[k] for k in ("strategy", "seed", "exit", "wall_seconds", "coverage", "networks")}
                              | {"findings": len(r["findings"])}), file=sys.stderr, flush=True)
             runs.append(r)
     testing = 0.6 * args.budget
     points = [round(testing * f) for f in (0.25, 0.5, 0.75, 1.0)]
-    doc = {"budget": args.budget, "seeds": seeds, "targets": args.targets.split(","), "work": str(work),
+    doc = {"budget": args.budget, "seeds": seeds, "together": args.together, "targets": args.targets.split(","),
+           "work": str(work),
            "summary": summary(runs, points), "runs": runs}
     text = json.dumps(doc, indent=1)
     if args.json:
