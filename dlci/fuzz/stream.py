@@ -116,6 +116,10 @@ class FuzzStream:
             self.accepted += 1
             self.blocks_used.update(gen.blocks)
             self.nodes.append(len(gen.graph.nodes))
+            # its size relative to the mean network, charged at once: a first, load-free estimate of its cost (the
+            # workers' seconds follow when its tests are done; they see what size does not, a slow compile, and
+            # the machine's load, which size does not)
+            self.strategy.charge(choice, len(gen.graph.nodes) / float(np.mean(self.nodes)))
             self._point()
             instances = self._instances(gen)
             if not instances:
