@@ -162,6 +162,10 @@ def test_mcts_prefers_an_uncovered_operator_pair_and_drops_an_operator_that_gain
         mcts.credit(type(mcts.choose())([blocks["Neg"]], []), {})
     scores = mcts.op_scores()
     assert scores["Neg"] < fresh / 3 and scores["Neg"] < float(np.median(list(scores.values())))
+    # an operator a target named as unsupported costs more than the one beside it (it voided that target's test)
+    pair = type(mcts.choose())([blocks["Abs"], blocks["Relu"]], [])
+    mcts.charge(pair, 1.0, blame={"Abs"})
+    assert mcts.cost("Abs") > mcts.cost("Relu")
 
 
 def test_the_torch_form_computes_what_the_onnx_reference_does_and_says_what_it_cannot_express():

@@ -44,6 +44,7 @@ TOURNAMENT = 10  # candidates per block choice of the MCTS (tournament selection
 # tc2, the visits after which a node is not selected again: few (the paper's is 1), so that the tree keeps expanding
 # new blocks; at 24 a handful of blocks filled most networks, whose out-degrees and edges were soon all covered
 MAX_VISITS = 3
+UNSUPPORTED_COST = 3.0  # the relative cost charged to an operator a target named as unsupported
 DECAY = 0.85  # per network an operator is chosen into, the weight its past gains keep (its yield drifts down)
 
 
@@ -75,9 +76,9 @@ class Strategy:
         """What the choice's network gained per operator (balanced scale, :meth:`Coverage.balanced`); empty when
         the network was rejected or added nothing. The baseline ignores it."""
 
-    def charge(self, choice: Choice, cost: float) -> None:
-        """What the choice's network cost, relative to the mean network (its tests' worker seconds). The baseline
-        ignores it."""
+    def charge(self, choice: Choice, cost: float, blame=()) -> None:
+        """What the choice's network cost, relative to the mean network (its size, its tests' worker seconds);
+        ``blame``: its operators a target turned it down for. The baseline ignores it."""
 
     def _with_must(self, blocks: list[Block]) -> list[Block]:
         """A PR's touched operators: every network holds a block of one of them, the operators taking turns, each
@@ -321,10 +322,11 @@ class MCTSStrategy(Strategy):
             self.yield_s[op] = self.decay * self.yield_s.get(op, 0.0) + op_gains.get(op, 0.0)
         self._scores = None
 
-    def charge(self, choice: Choice, cost: float) -> None:
+    def charge(self, choice: Choice, cost: float, blame=()) -> None:
         for op in {o for b in choice.blocks for o in b.ops}:
             self.cost_n[op] = self.decay * self.cost_n.get(op, 0.0) + 1.0
-            self.cost_s[op] = self.decay * self.cost_s.get(op, 0.0) + cost
+            # an operator a target does not support voids that target's test of every operator beside it
+            self.cost_s[op] = self.decay * self.cost_s.get(op, 0.0) + (UNSUPPORTED_COST if op in blame else cost)
         self._scores = None
 
     def stats(self) -> dict:

@@ -12,6 +12,7 @@ specification too.
 """
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from dlci.fuzz.generate import Generated, generate
 from dlci.fuzz.search import Choice, Strategy
 from dlci.models.graph import GraphError, graph_instance
 from dlci.oracles.witness import available as spec_witness_available
-from dlci.outcome import PASS
+from dlci.outcome import PASS, UNSUPPORTED
 
 STALE = 40  # networks in a row that add no coverage before one is run anyway (the criteria saturate)
 ATTEMPTS = 200  # generation attempts for one network before the stream gives up (a corpus nothing valid comes of)
@@ -40,6 +41,8 @@ class _Pending:
     statuses: list[str] = field(default_factory=list)
     bonus: float = 0.0
     seconds: float = 0.0  # the workers' time on its tests: what the network cost
+    void: int = 0  # its tests a target turned down (unsupported): the network tested nothing there
+    blame: set = field(default_factory=set)  # the chosen operators those targets named as what they do not support
 
 
 class FuzzStream:
@@ -164,6 +167,10 @@ class FuzzStream:
             return
         p.statuses.append(outcome.status)
         p.seconds += float(getattr(outcome, "seconds", 0.0) or 0.0)
+        if outcome.status == UNSUPPORTED:
+            p.void += 1
+            said = f"{outcome.message} {outcome.log}"
+            p.blame.update(op for b in p.choice.blocks for op in b.ops if re.search(rf"\b{re.escape(op)}\b", said))
         # a new failure is worth one more; one that needs several operators (what this fuzzer is for) two
         if new_signature:
             p.bonus = max(p.bonus, 2.0 if (outcome.localised or {}).get("multi_operator") else 1.0)
@@ -180,7 +187,11 @@ class FuzzStream:
         self.cost_n += 1
         mean = self.cost_sum / self.cost_n
         rel = max(0.25, p.seconds / mean) if mean > 0 else 1.0
-        self.strategy.charge(p.choice, rel)
+        # a test a target turned down is time spent on nothing: the network cost that much more per test that ran
+        # (and no operator of it was tested there, the reason a rare operator one target lacks must not crowd the
+        # networks); the operators the target named carry it alone when it named them
+        useful = max(1, len(p.statuses) - p.void) / len(p.statuses)
+        self.strategy.charge(p.choice, rel / useful if not p.blame else rel, blame=p.blame)
         gain = min(1.0, self.coverage.balanced(p.gains) / (2 * rel))
         self.strategy.feedback(p.choice, 0.5 * success + 0.5 * gain + p.bonus)
 
