@@ -179,10 +179,7 @@ class FuzzStream:
         for key in [k for k, v in self.pending.items() if v is p]:
             del self.pending[key]
         success = sum(1 for s in p.statuses if s == PASS) / len(p.statuses)
-        # the coverage gain on one scale per criterion, weighted by what is left of each (Coverage.balanced): a
-        # typical gain is about one, so late edges, degrees and shape vectors count as much as early operator types
-        # per second of the workers' time, relative to the mean network: the budget is time, and a network twice as
-        # costly (more nodes, a slow compile) must gain twice as much to be worth as much
+        # its cost: the workers' seconds, relative to the mean network
         self.cost_sum += p.seconds
         self.cost_n += 1
         mean = self.cost_sum / self.cost_n
@@ -192,6 +189,9 @@ class FuzzStream:
         # networks); the operators the target named carry it alone when it named them
         useful = max(1, len(p.statuses) - p.void) / len(p.statuses)
         self.strategy.charge(p.choice, rel / useful if not p.blame else rel, blame=p.blame)
+        # the coverage gain on one scale per criterion, weighted by what is left of each (Coverage.balanced): a
+        # typical gain is about one, so late edges, degrees and shape vectors count as much as early operator
+        # types; per relative cost, as the budget is time (a network twice as costly must gain twice as much)
         gain = min(1.0, self.coverage.balanced(p.gains) / (2 * rel))
         self.strategy.feedback(p.choice, 0.5 * success + 0.5 * gain + p.bonus)
 
