@@ -125,19 +125,47 @@ def test_generated_networks_are_valid_and_agree_with_a_second_reading_of_onnx():
     assert made >= 15
 
 
-def test_mcts_expands_the_least_covered_operator_and_learns_from_rewards():
+def test_mcts_expands_by_expected_gain_and_learns_from_rewards():
     corpus = load_corpus()
     cov = Coverage(corpus)
     rng = np.random.default_rng(0)
     mcts = MCTSStrategy(corpus, cov, rng, max_blocks=3)
     first = mcts.choose()
-    assert first.blocks and set(first.blocks[0].ops) & {cov.lowest()[0]}
+    assert first.blocks and first.handle.block in {b.name for b in corpus.blocks}
+    top = first.handle.path()[0]  # the tree's first block (the network's own order is the placement order)
+    mcts.feedback(first, 1.0)
     for _ in range(40):
         c = mcts.choose()
-        mcts.feedback(c, 1.0 if c.blocks[0].name == first.blocks[0].name else 0.0)
-    assert mcts.stats()["best_first_blocks"][0]["block"] == first.blocks[0].name
+        mcts.feedback(c, 1.0 if c.handle.path()[0] == top else 0.0)
+    assert mcts.stats()["best_first_blocks"][0]["block"] == top
     rnd = RandomStrategy(corpus, cov, np.random.default_rng(0), must={"Resize"})
     assert all(any("Resize" in b.ops for b in rnd.choose().blocks) for _ in range(10))
+
+
+def test_mcts_prefers_an_uncovered_operator_pair_and_drops_an_operator_that_gains_nothing():
+    """The steering on the real coverage tracker: Abs and Neg are covered alike, but Relu -> Abs is already an
+    edge of the test set and Relu -> Neg is not, so next to Relu the Neg block is worth more (SEC); and an operator
+    chosen again and again without gaining anything (a block that never places) sinks below the others."""
+    corpus = load_corpus()
+    cov = Coverage(corpus)
+    cov.add([NodeFeature("Relu", 1, 1, ("Abs",), "r"), NodeFeature("Abs", 1, 0, (), "v"),
+             NodeFeature("Neg", 1, 0, (), "v")])
+    assert cov.op_metrics("Abs") == cov.op_metrics("Neg")
+    # a typical gain is worth about one, whichever criterion it is in; the edge-only gain is not nothing
+    assert cov.balanced(cov.last_gains) > 0.5 and cov.balanced({"SEC": cov.last_gains["SEC"]}) > 0
+    mcts = MCTSStrategy(corpus, cov, np.random.default_rng(0))
+    blocks = corpus.by_name()
+    assert mcts.block_score(blocks["Neg"], ["Relu"]) > mcts.block_score(blocks["Abs"], ["Relu"])
+    assert mcts.block_score(blocks["Neg"], []) == mcts.block_score(blocks["Abs"], [])
+    fresh = mcts.op_scores()["Neg"]
+    for _ in range(5):
+        mcts.credit(type(mcts.choose())([blocks["Neg"]], []), {})
+    scores = mcts.op_scores()
+    assert scores["Neg"] < fresh / 3 and scores["Neg"] < float(np.median(list(scores.values())))
+    # an operator a target named as unsupported costs more than the one beside it (it voided that target's test)
+    pair = type(mcts.choose())([blocks["Abs"], blocks["Relu"]], [])
+    mcts.charge(pair, 1.0, blame={"Abs"})
+    assert mcts.cost("Abs") > mcts.cost("Relu")
 
 
 def test_the_torch_form_computes_what_the_onnx_reference_does_and_says_what_it_cannot_express():

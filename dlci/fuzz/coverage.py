@@ -16,6 +16,7 @@ out-degree the number of edges from its outputs to other nodes.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from dlci.fuzz.corpus import OUT_DEGREES, Corpus
@@ -35,11 +36,19 @@ class Coverage:
     edges: dict[str, set[str]] = field(default_factory=dict)
     vectors: dict[str, set[str]] = field(default_factory=dict)
     tests: int = 0
+    # what the last graph added, per criterion (test set) and per operator and criterion (its OLC_op terms)
+    last_gains: dict[str, float] = field(default_factory=dict)
+    last_op_gains: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def __post_init__(self):
         self.ops = self.corpus.ops
         self.n_t = len(self.ops)
         self._known = set(self.ops)
+        # running sums of the gains, per criterion: the scale a gain is measured on (a new edge is worth 1/n_t^2 of
+        # SEC, a new operator 1/n_t of OTC; on one scale the search would chase OTC and IDC and starve SEC and SPC)
+        self._net_sum = {k: 0.0 for k in CRITERIA}
+        self._op_sum = {k: 0.0 for k in CRITERIA}
+        self._op_n = 0
         if any(w < 0 for w in self.weights.values()) or not any(self.weights.values()):
             raise ValueError("coverage weights must be non-negative and not all zero")
 
@@ -87,8 +96,11 @@ class Coverage:
         return False
 
     def add(self, feats: list[NodeFeature]) -> float:
-        """Add a graph to the test set; returns the OLC gained."""
-        before = self.figures()["OLC"]
+        """Add a graph to the test set; returns the OLC gained (per criterion and operator: ``last_gains``,
+        ``last_op_gains``)."""
+        before = self.figures()
+        touched = sorted({f.op for f in feats if f.op in self._known})
+        op_before = {c: self.op_metrics(c) for c in touched}
         for f in feats:
             if f.op not in self._known:
                 continue
@@ -97,7 +109,53 @@ class Coverage:
             self.edges.setdefault(f.op, set()).update(s for s in f.successors if s in self._known)
             self.vectors.setdefault(f.op, set()).add(f.vector)
         self.tests += 1
-        return self.figures()["OLC"] - before
+        after = self.figures()
+        self.last_gains = {k: after[k] - before[k] for k in CRITERIA}
+        self.last_op_gains = {}
+        for c in touched:
+            now = self.op_metrics(c)
+            self.last_op_gains[c] = {k: now[k] - op_before[c][k] for k in CRITERIA}
+        for k in CRITERIA:
+            self._net_sum[k] += self.last_gains[k]
+            self._op_sum[k] += sum(g[k] for g in self.last_op_gains.values())
+        self._op_n += len(touched)
+        return after["OLC"] - before["OLC"]
+
+    # -- gains on one scale, weighted by what is left ------------------------------------------------------------
+    def left_weights(self) -> dict[str, float]:
+        """Per criterion: its weight times the square root of what is left of it to cover, so that a criterion
+        near saturation (OTC, IDC) stops pulling and the late ones (ODC, SEC, SPC) pull harder; normalised."""
+        fig = self.figures()
+        w = {k: self.weights[k] * math.sqrt(max(0.0, 1.0 - fig[k])) for k in CRITERIA}
+        total = sum(w.values())
+        return {k: v / total for k, v in w.items()} if total > 0 else {k: 0.0 for k in CRITERIA}
+
+    def balanced(self, gains: dict[str, float], per_op: bool = False, weights: dict[str, float] | None = None,
+                 cap: float = 3.0) -> float:
+        """A gain (a graph's ``last_gains``, or one operator's entry of ``last_op_gains`` with ``per_op``) on one
+        scale: each criterion's gain over its mean gain so far (1 = a typical gain in that criterion, capped), then
+        weighted by :meth:`left_weights`. Before anything was gained every criterion counts its gain as typical."""
+        weights = weights or self.left_weights()
+        n = self._op_n if per_op else self.tests
+        sums = self._op_sum if per_op else self._net_sum
+        out = 0.0
+        for k in CRITERIA:
+            g = gains.get(k, 0.0)
+            if g <= 0:
+                continue
+            mean = sums[k] / n if n and sums[k] > 0 else g
+            out += weights[k] * min(cap, g / mean)
+        return out
+
+    def rooms(self, weights: dict[str, float] | None = None, cap: float = 3.0) -> dict[str, float]:
+        """What each operator has left to cover, on the scale of :meth:`balanced`: per criterion its room over the
+        mean room of all operators (1 = as much as the average operator), weighted by :meth:`left_weights`. An
+        optimistic first estimate of what a graph holding the operator gains for it."""
+        weights = weights or self.left_weights()
+        metrics = {c: self.op_metrics(c) for c in self.ops}
+        left = {k: 1.0 - sum(m[k] for m in metrics.values()) / self.n_t for k in CRITERIA}
+        return {c: sum(weights[k] * min(cap, (1.0 - m[k]) / left[k]) for k in CRITERIA if left[k] > 0)
+                for c, m in metrics.items()}
 
     def lowest(self, among: list[str] | None = None) -> list[str]:
         """Operators by OLC_op, lowest first (ties in corpus order)."""

@@ -3,21 +3,28 @@ uniform random choice (the baseline), both feeding the same generator.
 
 MCTS: each tree node is a block, a path from the root a set of blocks for one network.
 - Selection: from the root, children by UCT, potential = v/n + e*sqrt(ln N / n) (v the node's summed reward, n its
-  visits, N its parent's), down to a leaf; a node visited tc2 times is exhausted (not selected again) and the tree
-  goes no deeper than tc1 blocks. A node widens (gets a new child) while it has fewer than 1 + sqrt(n) children.
-- Expansion: the new child is the corpus operator with the lowest operator-level coverage (OLC_op) not yet on the
-  path — its operator block or a subgraph block containing it; every other expansion takes the subgraph block
-  expanded least so far instead (subgraphs are made of operators covered early, so the lowest-coverage rule alone
-  would rarely reach the structures they exist for).
+  visits, N its parent's), down to a leaf; a node visited tc2 times (3; the paper's is 1) is exhausted (not selected
+  again) and the tree goes no deeper than tc1 blocks. A node widens (gets a new child) while it has fewer than
+  1 + sqrt(n) children.
+- Expansion: the paper takes the lowest-coverage operator not on the path. That operator is often one whose block
+  rarely places or has no shapes and parameters left, and it was taken again and again; here the new child is the
+  best of a tournament of blocks (10 drawn uniformly) on their expected gain: per operator the discounted mean of
+  what networks holding it gained for it (per criterion on one scale, weighted by what is left of the criterion:
+  Coverage.balanced), from its room left as an optimistic prior, per relative cost of those networks; plus the
+  worth of the edges (operator pairs, SEC) it would form with the path's blocks that no network had yet. Every third
+  expansion takes a subgraph block (the least expanded, by the same tournament): they hold operators covered early,
+  so their structure would rarely be reached otherwise.
 - Simulation: the network is the path's deepest blocks (as many as the baseline draws, 1 to tc1), completed by
-  the default policy — half blocks of the least covered operators, half uniform — and run on the targets; the
-  mutations are aimed at what its least covered operator lacks (edge addition for an out-degree of 2, removal for
-  a sink: the degrees ODC counts), the others drawn by the bandit. An operator tried three times that never got
-  covered (its block never places) is no longer chosen for its coverage.
+  the default policy (the same tournament, against the blocks chosen so far), ordered for the out-degrees their
+  output operators lack (the generator's first blocks feed most others, its last are sinks), and run on the
+  targets; edge addition and removal are added when the network's operator with the fewest out-degrees lacks 2 or
+  0, the other mutations drawn by the bandit.
 - Backpropagation: the reward goes to every node on the path: the success ratio of the network's tests (those that
-  ran and passed: the paper's success, which keeps one exception from being found again and again) and its coverage
-  gain, plus one for a failure signature seen for the first time (two when the failure needs several operators). Visits count when a network is chosen (a virtual
-  loss: several networks are in flight at once).
+  ran and passed: the paper's success, which keeps one exception from being found again and again) and its
+  coverage gain (balanced, per relative cost: the budget is time), plus one for a failure signature seen for the
+  first time (two when the failure needs several operators). Visits count when a network is chosen (a virtual loss:
+  several networks are in flight at once). Per operator, what the network gained for it and what it cost go to
+  the operator's estimate (credit, charge).
 Mutations: each of the six is a two-armed bandit (with / without), drawn by Thompson sampling on the same reward.
 """
 from __future__ import annotations
@@ -33,7 +40,12 @@ from dlci.fuzz.coverage import Coverage
 from dlci.fuzz.generate import MUTATIONS
 
 STRATEGIES = ("mcts", "random")
-STUCK = 3  # tries for an operator that never got covered before the search stops choosing it for its coverage
+TOURNAMENT = 10  # candidates per block choice of the MCTS (tournament selection on the blocks' expected gain)
+# tc2, the visits after which a node is not selected again: few (the paper's is 1), so that the tree keeps expanding
+# new blocks; at 24 a handful of blocks filled most networks, whose out-degrees and edges were soon all covered
+MAX_VISITS = 3
+UNSUPPORTED_COST = 3.0  # the relative cost charged to an operator a target named as unsupported
+DECAY = 0.85  # per network an operator is chosen into, the weight its past gains keep (its yield drifts down)
 
 
 @dataclass
@@ -59,6 +71,14 @@ class Strategy:
 
     def feedback(self, choice: Choice, reward: float) -> None:
         self.rewards += reward
+
+    def credit(self, choice: Choice, op_gains: dict[str, float]) -> None:
+        """What the choice's network gained per operator (balanced scale, :meth:`Coverage.balanced`); empty when
+        the network was rejected or added nothing. The baseline ignores it."""
+
+    def charge(self, choice: Choice, cost: float, blame=()) -> None:
+        """What the choice's network cost, relative to the mean network (its size, its tests' worker seconds);
+        ``blame``: its operators a target turned it down for. The baseline ignores it."""
 
     def _with_must(self, blocks: list[Block]) -> list[Block]:
         """A PR's touched operators: every network holds a block of one of them, the operators taking turns, each
@@ -122,78 +142,106 @@ class _Arm:
 class MCTSStrategy(Strategy):
     name = "mcts"
 
-    def __init__(self, corpus, coverage, rng, *, max_blocks: int = 4, max_visits: int = 24,
-                 exploration: float = 1.0, must=None):
+    def __init__(self, corpus, coverage, rng, *, max_blocks: int = 4, max_visits: int = MAX_VISITS,
+                 exploration: float = 1.0, must=None, tournament: int = TOURNAMENT, decay: float = DECAY):
         super().__init__(corpus, coverage, rng, max_blocks=max_blocks, must=must)
         self.tc1, self.tc2, self.e = max_blocks, max_visits, exploration
+        self.tournament, self.decay = tournament, decay
         self.root = _Node(None, None)
         self.blocks = corpus.by_name()
         self.arms = {m: (_Arm(), _Arm()) for m in MUTATIONS}  # (with, without)
         self.resets = 0
         self.expansions = 0
         self.uses: Counter = Counter()  # subgraph block -> times expanded
-        self.tries: Counter = Counter()  # operator -> times a block was chosen for its low coverage
+        self.yield_n: dict[str, float] = {}  # operator -> discounted count of networks it was chosen into
+        self.yield_s: dict[str, float] = {}  # operator -> discounted sum of what those networks gained for it
+        self.cost_n: dict[str, float] = {}  # operator -> discounted count of networks with it that were charged
+        self.cost_s: dict[str, float] = {}  # operator -> discounted sum of their relative costs
+        self._scores: dict[str, float] | None = None
+        self._pair = 0.0
 
     def _uct(self, child: _Node, parent: _Node) -> float:
         if child.n == 0:
             return math.inf
         return child.v / child.n + self.e * math.sqrt(math.log(max(1, parent.n)) / child.n)
 
-    def _lowest(self, exclude: set[str], single_share: float = 0.5):
-        """Blocks for the least covered operators, least first: an operator's block (with probability
-        ``single_share`` when there is one) or a subgraph holding it. An operator tried STUCK times that never got
-        covered (its block will not place on what it is given) waits."""
-        for op in self.coverage.lowest():
-            if self.tries[op] >= STUCK and self.coverage.op_metrics(op)["OTC"] == 0:
+    # -- what an operator, a block, an edge is expected to add ---------------------------------------------------
+    def op_scores(self) -> dict[str, float]:
+        """Per operator, the expected gain (balanced scale) of choosing it into the next network: the discounted
+        mean of what it gained when chosen, starting from its room as one optimistic pseudo-observation. An
+        operator whose block does not place, or whose shapes and parameters are used up, sinks after a few tries
+        (the lowest-coverage rule picked such operators again and again); one with room left stays on top."""
+        if self._scores is None:
+            weights = self.coverage.left_weights()
+            rooms = self.coverage.rooms(weights)
+            self._scores = {c: (self.yield_s.get(c, 0.0) + rooms[c]) / (self.yield_n.get(c, 0.0) + 1.0)
+                            / self.cost(c) for c in self.coverage.ops}
+            # a new edge c -> d is 1/n_t of SEC_op(c): its worth on the same scale, for the pair novelty below
+            self._pair = self.coverage.balanced({"SEC": 1.0 / self.coverage.n_t}, per_op=True, weights=weights)
+        return self._scores
+
+    def cost(self, op: str) -> float:
+        """The relative cost of the networks ``op`` was in (1 = the mean network, one pseudo-observation of it;
+        clamped, as a network's cost is shared by all its operators): the score is a gain per second."""
+        return min(3.0, max(0.5, (self.cost_s.get(op, 0.0) + 1.0) / (self.cost_n.get(op, 0.0) + 1.0)))
+
+    def block_score(self, block: Block, others: list[str]) -> float:
+        """A block's expected gain next to the blocks ``others``: the mean score of its operators, plus the worth
+        of the edges between it and them that no network had yet (SEC: the generator wires the chosen blocks to
+        one another in both directions, so each pair may become an edge either way)."""
+        scores = self.op_scores()
+        ops = [o for o in dict.fromkeys(block.ops) if o in scores]
+        base = sum(scores[o] for o in ops) / len(ops) if ops else 0.0
+        if not others or not ops:
+            return base
+        head, tail = ops[0], ops[-1]
+        new = 0
+        for name in others:
+            other = [o for o in self.blocks[name].ops if o in scores]
+            if not other:
                 continue
-            holders = [b for b in self.corpus.containing(op) if b.name not in exclude]
-            if not holders:
-                continue
-            single = [b for b in holders if b.kind == "operator"]
-            yield op, (single[0] if single and self.rng.random() < single_share else
-                       holders[int(self.rng.integers(len(holders)))])
+            new += other[-1] not in self.coverage.edges or head not in self.coverage.edges[other[-1]]
+            new += tail not in self.coverage.edges or other[0] not in self.coverage.edges[tail]
+        return base + self._pair * new / len(others)
+
+    def _best(self, candidates: list[Block], others: list[str]) -> Block:
+        """Tournament: the best of ``tournament`` candidates drawn uniformly (not the best overall: networks in
+        flight at once must differ, and a sure pick would repeat one block until its score drops)."""
+        draw = [candidates[int(i)] for i in self.rng.integers(len(candidates), size=min(self.tournament,
+                                                                                         len(candidates)))]
+        return max(draw, key=lambda b: (self.block_score(b, others), self.rng.random()))
 
     def _expand(self, node: _Node) -> _Node | None:
-        on_path = set(node.path())
-        taken = set(node.children)
+        on_path = node.path()
+        exclude = set(on_path) | set(node.children)
         self.expansions += 1
         if self.expansions % 3 == 0:
-            # every third expansion: the subgraph block used least so far. Subgraphs hold operators that are
-            # covered early (conv, add, pad), so the lowest-coverage rule alone would rarely pick one, and their
-            # structure is what random wiring does not produce (the paper's reason for subgraph blocks)
-            subgraphs = [b for b in self.corpus.blocks if b.kind == "subgraph" and b.name not in taken
-                         and b.name not in on_path]
+            # every third expansion a subgraph block: they hold operators covered early (conv, add, pad), so an
+            # operator's score would rarely pick one, and their structure is what random wiring does not produce
+            # (the paper's reason for subgraph blocks); the least expanded, best scored of a tournament first
+            subgraphs = [b for b in self.corpus.blocks if b.kind == "subgraph" and b.name not in exclude]
             if subgraphs:
-                pick = min(subgraphs, key=lambda b: (self.uses[b.name], self.rng.random()))
+                least = min(self.uses[b.name] for b in subgraphs)
+                pick = self._best([b for b in subgraphs if self.uses[b.name] == least], on_path)
                 self.uses[pick.name] += 1
                 child = node.children[pick.name] = _Node(pick.name, node)
                 return child
-        for op, pick in self._lowest(taken | on_path):
-            self.tries[op] += 1
-            child = node.children[pick.name] = _Node(pick.name, node)
-            return child
-        return None
+        # the paper's expansion takes the lowest-coverage operator not on the path; here the operator expected to
+        # add most (its room, corrected by what choosing it actually added), its block or a subgraph holding it
+        candidates = [b for b in self.corpus.blocks if b.name not in exclude]
+        if not candidates:
+            return None
+        pick = self._best(candidates, on_path)
+        child = node.children[pick.name] = _Node(pick.name, node)
+        return child
 
     def _rollout(self, have: list[str], n: int) -> list[str]:
-        """The simulation's default policy: ``n`` more blocks, half for the least covered operators (from the 2n
-        least, at random, so that networks in flight at once differ), half uniformly at random (what the tree and the
-        coverage do not yet point at)."""
-        pool = []
-        for op, pick in self._lowest(set(have), single_share=1.0):
-            if pick.name not in pool:
-                pool.append(pick.name)
-            if len(pool) >= 2 * n:
-                break
-        self.rng.shuffle(pool)
+        """The simulation's default policy: ``n`` more blocks, each the best of a tournament of blocks drawn
+        uniformly (the baseline's draw, steered by the operators' scores and the novelty of the edges it adds to
+        the blocks already chosen)."""
         out: list[str] = []
-        for k in range(n):
-            if k % 2 == 0 and pool:
-                out.append(pool.pop())
-            else:
-                out.append(self.corpus.blocks[int(self.rng.integers(len(self.corpus.blocks)))].name)
-        for name in out:
-            for op in self.blocks[name].ops:
-                self.tries[op] += 1
+        for _ in range(n):
+            out.append(self._best(self.corpus.blocks, have + out).name)
         return out
 
     def choose(self) -> Choice:
@@ -229,16 +277,28 @@ class MCTSStrategy(Strategy):
         names = path[-size:] if len(path) >= size else path + self._rollout(path, size - len(path))
         muts = [m for m, (w, wo) in self.arms.items() if w.draw(self.rng) > wo.draw(self.rng)]
         blocks = [self.blocks[n] for n in names] or [self.corpus.blocks[int(self.rng.integers(len(self.corpus.blocks)))]]
+        blocks = self._order(blocks)
         self._aim(blocks, muts)
         return Choice(self._with_must(blocks), muts, node)
 
+    def _order(self, blocks: list[Block]) -> list[Block]:
+        """The chosen blocks in the order the generator places them (block i on digraph nodes i, i+k, ...): the
+        early nodes feed most of the rest (out-degree 2), the last ones are the sinks (out-degree 0), so a block
+        whose output operator never fed two operators goes first and one that was never a sink goes last."""
+        def key(b: Block):
+            tail = b.ops[-1]
+            seen = self.coverage.out_degrees.get(tail, set())
+            return (0 if 2 not in seen else 2 if 0 not in seen else 1, self.rng.random())
+        return sorted(blocks, key=key)
+
     def _aim(self, blocks: list[Block], muts: list[str]) -> None:
         """The mutation choice aimed at what the network's least covered operator lacks: edge addition when it has
-        never fed two operators, edge removal when it has never been a sink (the out-degrees ODC counts)."""
+        never fed two operators, edge removal when it has never been a sink (the out-degrees ODC counts): the
+        network's operator with the fewest out-degrees so far."""
         ops = [op for b in blocks for op in b.ops if op in self.coverage.corpus.op_in_degrees]
         if not ops:
             return
-        target = min(ops, key=self.coverage.olc_op)
+        target = min(ops, key=lambda o: (len(self.coverage.out_degrees.get(o, ())), self.rng.random()))
         seen = self.coverage.out_degrees.get(target, set())
         for degree, mutation in ((2, "GEA"), (0, "GER")):
             if degree not in seen and mutation not in muts:
@@ -255,6 +315,19 @@ class MCTSStrategy(Strategy):
             arm = w if m in choice.mutations else wo
             arm.wins += r
             arm.losses += 1.0 - r
+
+    def credit(self, choice: Choice, op_gains: dict[str, float]) -> None:
+        for op in {o for b in choice.blocks for o in b.ops}:
+            self.yield_n[op] = self.decay * self.yield_n.get(op, 0.0) + 1.0
+            self.yield_s[op] = self.decay * self.yield_s.get(op, 0.0) + op_gains.get(op, 0.0)
+        self._scores = None
+
+    def charge(self, choice: Choice, cost: float, blame=()) -> None:
+        for op in {o for b in choice.blocks for o in b.ops}:
+            self.cost_n[op] = self.decay * self.cost_n.get(op, 0.0) + 1.0
+            # an operator a target does not support voids that target's test of every operator beside it
+            self.cost_s[op] = self.decay * self.cost_s.get(op, 0.0) + (UNSUPPORTED_COST if op in blame else cost)
+        self._scores = None
 
     def stats(self) -> dict:
         best = sorted(self.root.children.values(), key=lambda c: -c.v / max(1, c.n))[:5]

@@ -12,6 +12,7 @@ specification too.
 """
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from dlci.fuzz.generate import Generated, generate
 from dlci.fuzz.search import Choice, Strategy
 from dlci.models.graph import GraphError, graph_instance
 from dlci.oracles.witness import available as spec_witness_available
-from dlci.outcome import PASS
+from dlci.outcome import PASS, UNSUPPORTED
 
 STALE = 40  # networks in a row that add no coverage before one is run anyway (the criteria saturate)
 ATTEMPTS = 200  # generation attempts for one network before the stream gives up (a corpus nothing valid comes of)
@@ -35,9 +36,13 @@ ATTEMPTS = 200  # generation attempts for one network before the stream gives up
 class _Pending:
     choice: Choice
     gain: float
+    gains: dict
     tests: int
     statuses: list[str] = field(default_factory=list)
     bonus: float = 0.0
+    seconds: float = 0.0  # the workers' time on its tests: what the network cost
+    void: int = 0  # its tests a target turned down (unsupported): the network tested nothing there
+    blame: set = field(default_factory=set)  # the chosen operators those targets named as what they do not support
 
 
 class FuzzStream:
@@ -64,6 +69,8 @@ class FuzzStream:
         self.witness = witness and spec_witness_available()
         self.frameworks = {f for t in targets.values() for f in t.frameworks}
         self._last_point = -1.0
+        self.cost_sum = 0.0
+        self.cost_n = 0
 
     # -- generation ----------------------------------------------------------------------------------------------
     def __iter__(self):
@@ -94,25 +101,34 @@ class FuzzStream:
                     _witness(gen)
             except GraphError as e:
                 self.rejected[_reason(str(e))] += 1
+                self.strategy.credit(choice, {})
                 self.strategy.feedback(choice, 0.0)
                 continue
             if not self.coverage.adds(gen.features) and self.stale < STALE:
                 self.stale += 1
                 self.discarded += 1
+                self.strategy.credit(choice, {})
                 self.strategy.feedback(choice, 0.0)
                 continue
             self.stale = 0
             gain = self.coverage.add(gen.features)
+            gains = dict(self.coverage.last_gains)
+            self.strategy.credit(choice, {op: self.coverage.balanced(g, per_op=True)
+                                          for op, g in self.coverage.last_op_gains.items()})
             self.gains.append(gain)
             self.accepted += 1
             self.blocks_used.update(gen.blocks)
             self.nodes.append(len(gen.graph.nodes))
+            # its size relative to the mean network, charged at once: a first, load-free estimate of its cost (the
+            # workers' seconds follow when its tests are done; they see what size does not, a slow compile, and
+            # the machine's load, which size does not)
+            self.strategy.charge(choice, len(gen.graph.nodes) / float(np.mean(self.nodes)))
             self._point()
             instances = self._instances(gen)
             if not instances:
                 self.strategy.feedback(choice, 0.0)
                 continue
-            shared = _Pending(choice, gain, sum(len(self._route(i)) for i in instances))
+            shared = _Pending(choice, gain, gains, sum(len(self._route(i)) for i in instances))
             for inst in instances:
                 self.pending[inst.id] = shared  # one reward for the network, over all its forms' tests
             return instances
@@ -150,6 +166,11 @@ class FuzzStream:
         if p is None:
             return
         p.statuses.append(outcome.status)
+        p.seconds += float(getattr(outcome, "seconds", 0.0) or 0.0)
+        if outcome.status == UNSUPPORTED:
+            p.void += 1
+            said = f"{outcome.message} {outcome.log}"
+            p.blame.update(op for b in p.choice.blocks for op in b.ops if re.search(rf"\b{re.escape(op)}\b", said))
         # a new failure is worth one more; one that needs several operators (what this fuzzer is for) two
         if new_signature:
             p.bonus = max(p.bonus, 2.0 if (outcome.localised or {}).get("multi_operator") else 1.0)
@@ -158,8 +179,20 @@ class FuzzStream:
         for key in [k for k, v in self.pending.items() if v is p]:
             del self.pending[key]
         success = sum(1 for s in p.statuses if s == PASS) / len(p.statuses)
-        scale = 2 * float(np.mean(self.gains)) if self.gains else 0.0
-        gain = min(1.0, p.gain / scale) if scale > 0 else 0.0
+        # its cost: the workers' seconds, relative to the mean network
+        self.cost_sum += p.seconds
+        self.cost_n += 1
+        mean = self.cost_sum / self.cost_n
+        rel = max(0.25, p.seconds / mean) if mean > 0 else 1.0
+        # a test a target turned down is time spent on nothing: the network cost that much more per test that ran
+        # (and no operator of it was tested there, the reason a rare operator one target lacks must not crowd the
+        # networks); the operators the target named carry it alone when it named them
+        useful = max(1, len(p.statuses) - p.void) / len(p.statuses)
+        self.strategy.charge(p.choice, rel / useful if not p.blame else rel, blame=p.blame)
+        # the coverage gain on one scale per criterion, weighted by what is left of each (Coverage.balanced): a
+        # typical gain is about one, so late edges, degrees and shape vectors count as much as early operator
+        # types; per relative cost, as the budget is time (a network twice as costly must gain twice as much)
+        gain = min(1.0, self.coverage.balanced(p.gains) / (2 * rel))
         self.strategy.feedback(p.choice, 0.5 * success + 0.5 * gain + p.bonus)
 
     # -- the report ----------------------------------------------------------------------------------------------
