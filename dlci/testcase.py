@@ -413,10 +413,12 @@ def _split(group: list, target, packer, hook, results: dict, failure: str, probe
     again; when it names none (or all), the halves are packed again (group testing). A member taken out runs alone,
     except where the target called the failure "unsupported" and lists the member's operator among those it cannot
     convert (``Target.unsupported_operators``): that is what it says alone. A member whose own code raised while the
-    packed module was exported or traced (``raised_by``, dlci.models.pack.culprit) is taken out first. Only runs
-    alone decide a failure."""
-    named = [raised_by] if raised_by is not None else \
-        [item for item in group if _names_operator(failure, item[1].instance.op)]
+    packed module was exported or traced (``raised_by``, dlci.models.pack.culprit) is taken out first, with the
+    other members of its operator. Only runs alone decide a failure."""
+    # the member that raised takes the others of its operator along (they most often fail the same way, and each
+    # would cost a failed packed export to find; alone, each still says what it does)
+    named = [item for item in group if item[1].instance.op == raised_by[1].instance.op] if raised_by is not None \
+        else [item for item in group if _names_operator(failure, item[1].instance.op)]
     if named and len(named) < len(group):
         rest = [item for item in group if item not in named]
         unsupported = target.unsupported_operators(failure) if probe is not None and probe.status == UNSUPPORTED \

@@ -15,6 +15,7 @@ is an import path of its own, run alone).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -130,8 +131,10 @@ def packed_module(modules: list, n_in: list[int]) -> Any:
 
 def culprit(exc: BaseException, module: Any) -> int | None:
     """The member whose own code raised ``exc`` (or an exception it was raised from) while ``module``, a packed
-    module, was traced or exported: the ``member_index`` of its forward's frame in the traceback, or None."""
+    module, was traced or exported: the ``member_index`` of its forward's frame in the traceback; else the member
+    whose inputs the graph node being translated when it raised depends on (:func:`_node_member`); or None."""
     seen = set()
+    nodes = []
     e: BaseException | None = exc
     while e is not None and id(e) not in seen:
         seen.add(id(e))
@@ -140,9 +143,45 @@ def culprit(exc: BaseException, module: Any) -> int | None:
             frame = tb.tb_frame
             if frame.f_code in _FORWARDS and frame.f_locals.get("self") is module:
                 return frame.f_locals.get("member_index")
+            node = frame.f_locals.get("node")
+            if type(node).__name__ == "Node" and type(node).__module__ == "torch.fx.node":
+                nodes.append(node)
             tb = tb.tb_next
         e = e.__cause__ or e.__context__
+    n_in = getattr(module, "n_in", None)
+    for node in nodes if n_in else ():
+        k = _node_member(node, n_in)
+        if k is not None:
+            return k
     return None
+
+
+_PACKED_INPUT = re.compile(r"^xs_(\d+)$")  # the packed forward's *xs, as torch.export names its placeholders
+_MEMBER_PARAM = re.compile(r"members[._](\d+)[._]")  # a member's lifted parameter or buffer
+
+
+def _node_member(node: Any, n_in: list[int]) -> int | None:
+    """The one member a graph node of the packed program computes on: the placeholders it depends on are that
+    member's inputs or parameters (a converter that raised on a node, torch.onnx's "Error when translating node",
+    names no frame of the member's code: the graph says whose it is). None when it reads no member's or several."""
+    bounds = [sum(n_in[:k + 1]) for k in range(len(n_in))]
+    owners, todo, seen = set(), [node], set()
+    while todo:
+        n = todo.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if n.op == "placeholder":
+            m = _PACKED_INPUT.match(n.name)
+            if m:
+                owners.add(next((k for k, b in enumerate(bounds) if int(m.group(1)) < b), None))
+            else:
+                m = _MEMBER_PARAM.search(str(n.target)) or _MEMBER_PARAM.search(n.name)
+                if m:
+                    owners.add(int(m.group(1)))
+        todo.extend(n.all_input_nodes)
+    owners.discard(None)
+    return owners.pop() if len(owners) == 1 else None
 
 
 class PackFailed(Exception):
