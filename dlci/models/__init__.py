@@ -290,7 +290,15 @@ def _form_onnx(instance: Instance):
     if instance.framework == "onnx":
         import onnx
         return onnx.load_from_string(np.asarray(instance.arrays["model"]).tobytes())
-    return export_onnx(_torch_module(instance), torch_inputs(instance))
+    from dlci.models import store
+
+    def describe(e: BaseException):
+        return ("err", type(e).__name__, str(e)) if store.lasting(e) else None
+
+    def revive(entry):
+        raise store.failure(entry[1], entry[2])
+    return store.onnx_export("onnx", [instance], lambda: export_onnx(_torch_module(instance), torch_inputs(instance)),
+                             describe, revive)
 
 
 # -- keras forms ------------------------------------------------------------------------------------------------

@@ -187,8 +187,8 @@ def _node_member(node: Any, n_in: list[int]) -> int | None:
 class PackFailed(Exception):
     """Exporting or tracing a packed module failed; ``member``: the one whose own code raised, where known."""
 
-    def __init__(self, exc: BaseException, member: int | None):
-        super().__init__(f"{type(exc).__name__}: {exc}")
+    def __init__(self, exc: BaseException | str, member: int | None):
+        super().__init__(exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}")
         self.member = member
 
 
@@ -263,13 +263,61 @@ def pack_exported_program(instances: list[Instance], modules: list, n_out: list[
 def _pack_torch_onnx(instances: list[Instance], modules: list, n_out: list[int]) -> Packed:
     """The packed module exported once with torch.onnx (the exporter every torch instance meets on its way to an
     ONNX target); the member outputs' count and the inputs must survive the export."""
-    from dlci.models import export_onnx
+    from dlci.models import export_onnx, store
+    from dlci.targets._common import chain
     args, n_in = _torch_args(instances)
-    module = packed_module(modules, n_in)
-    model = _tracing(module, lambda: export_onnx(module, args))
-    if len(onnx_input_names(model)) != sum(n_in) or len(model.graph.output) != sum(n_out):
-        raise CannotPack("the exported model dropped inputs or outputs")
+    members = [(i.compute_id(), i.seed) for i in instances]
+    cut = _cut_from_last_export(members, n_in, n_out)
+    if cut is not None:
+        return cut, n_in, n_out
+
+    def export():
+        module = packed_module(modules, n_in)
+        model = _tracing(module, lambda: export_onnx(module, args))
+        if len(onnx_input_names(model)) != sum(n_in) or len(model.graph.output) != sum(n_out):
+            raise CannotPack("the exported model dropped inputs or outputs")
+        return model
+
+    def describe(e: BaseException):  # what dlci.testcase._split reads of a failure: its text and its culprit
+        if isinstance(e, CannotPack):
+            return ("cannot", str(e))
+        if isinstance(e, PackFailed) and store.lasting(e.__cause__):
+            return ("failed", "\n".join(str(x) for x in chain(e)), e.member)
+        return None
+
+    def revive(entry):
+        raise CannotPack(entry[1]) if entry[0] == "cannot" else PackFailed(entry[1], entry[2])
+    model = store.onnx_export("packed-onnx", instances, export, describe, revive)
+    _LAST_EXPORT[:] = [(members, model, n_in, n_out)]
     return model, n_in, n_out
+
+
+_LAST_EXPORT: list = []  # [(members' content keys, packed model, n_in, n_out)]: this worker's last packed export
+
+
+def _cut_from_last_export(members: list, n_in: list[int], n_out: list[int]) -> Any | None:
+    """A group the target failed on is split and its parts packed again: a part of the worker's last packed export
+    is cut out of it (its members' inputs to their outputs, onnx.utils.Extractor) instead of exported again. The
+    exported model's inputs and outputs are in member order, each member's own (checked when it was exported)."""
+    if not _LAST_EXPORT:
+        return None
+    last, model, last_in, last_out = _LAST_EXPORT[0]
+    where = {m: k for k, m in enumerate(last)}
+    if len(where) != len(last) or not all(m in where for m in members):
+        return None
+    ks = [where[m] for m in members]
+    if [last_in[k] for k in ks] != n_in or [last_out[k] for k in ks] != n_out:
+        return None
+    from onnx.utils import Extractor
+    inputs, outputs = onnx_input_names(model), [o.name for o in model.graph.output]
+    starts_in = [sum(last_in[:k]) for k in range(len(last_in))]
+    starts_out = [sum(last_out[:k]) for k in range(len(last_out))]
+    names_in = [inputs[starts_in[k] + j] for k in ks for j in range(last_in[k])]
+    names_out = [outputs[starts_out[k] + j] for k in ks for j in range(last_out[k])]
+    try:
+        return Extractor(model).extract_model(names_in, names_out)
+    except Exception:  # noqa: BLE001 - a model the extractor cannot cut is exported again
+        return None
 
 
 def _onnx_member_form(instance: Instance) -> str:
