@@ -94,7 +94,7 @@ def test_a_packed_export_and_its_failure_are_stored_under_the_members(opinfo, ex
     with pytest.raises(PackFailed) as read:
         packer.pack(bad, bad_mods, bad_out)
     assert len(exports) == 2
-    assert live.value.member == read.value.member == 1  # the graph node that failed reads cdist's inputs
+    assert live.value.members == read.value.members == [1]  # the graph node that failed reads cdist's inputs
     assert "_cdist_forward" in str(read.value)
 
 
@@ -109,3 +109,9 @@ def test_the_store_can_be_turned_off(opinfo, exports, monkeypatch, tmp_path):
 def _has(module: str) -> bool:
     import importlib.util
     return importlib.util.find_spec(module) is not None
+
+
+def test_the_store_may_be_a_folder_of_its_own(opinfo, exports, monkeypatch, tmp_path):
+    monkeypatch.setenv("DLCI_FORM_STORE", str(tmp_path / "elsewhere"))
+    models.build(opinfo["aten::abs"], "onnx")
+    assert list((tmp_path / "elsewhere").rglob("*.pkl")) and not (tmp_path / "forms").exists()

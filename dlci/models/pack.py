@@ -129,12 +129,14 @@ def packed_module(modules: list, n_in: list[int]) -> Any:
     return module.eval()
 
 
-def culprit(exc: BaseException, module: Any) -> int | None:
-    """The member whose own code raised ``exc`` (or an exception it was raised from) while ``module``, a packed
+def culprits(exc: BaseException, module: Any) -> list[int]:
+    """The members whose own code raised ``exc`` (or an exception it was raised from) while ``module``, a packed
     module, was traced or exported: the ``member_index`` of its forward's frame in the traceback; else the member
-    whose inputs the graph node being translated when it raised depends on (:func:`_node_member`); or None."""
+    whose inputs the graph node being translated when it raised depends on (:func:`_node_member`), and with it
+    every member that has a node the exporter has no function for (:func:`_undispatchable`: the exporter stops at
+    the first, and each would otherwise cost another failed export of the group). Empty when none is known."""
     seen = set()
-    nodes = []
+    frames = []
     e: BaseException | None = exc
     while e is not None and id(e) not in seen:
         seen.add(id(e))
@@ -142,18 +144,56 @@ def culprit(exc: BaseException, module: Any) -> int | None:
         while tb is not None:
             frame = tb.tb_frame
             if frame.f_code in _FORWARDS and frame.f_locals.get("self") is module:
-                return frame.f_locals.get("member_index")
-            node = frame.f_locals.get("node")
-            if type(node).__name__ == "Node" and type(node).__module__ == "torch.fx.node":
-                nodes.append(node)
+                k = frame.f_locals.get("member_index")
+                return [] if k is None else [k]
+            frames.append(frame)
             tb = tb.tb_next
         e = e.__cause__ or e.__context__
     n_in = getattr(module, "n_in", None)
-    for node in nodes if n_in else ():
-        k = _node_member(node, n_in)
-        if k is not None:
-            return k
-    return None
+    if not n_in:
+        return []
+    found: list[int] = []
+    for frame in frames:
+        node = frame.f_locals.get("node")
+        if type(node).__name__ == "Node" and type(node).__module__ == "torch.fx.node":
+            k = _node_member(node, n_in)
+            if k is not None:
+                found.append(k)
+                break
+    if found:
+        for frame in frames:
+            graph, registry = frame.f_locals.get("fx_graph"), frame.f_locals.get("registry")
+            if graph is not None and registry is not None:
+                found += sorted(_undispatchable(graph, registry, n_in) - set(found))
+                break
+    return found
+
+
+def _undispatchable(graph: Any, registry: Any, n_in: list[int]) -> set[int]:
+    """Members with an ATen node for which torch.onnx's registry has no ONNX function (its own dispatch, as the
+    exporter asks it while translating); empty where this torch has no such dispatch."""
+    try:
+        import operator
+
+        import torch
+        from torch.onnx._internal.exporter import _dispatching
+    except ImportError:
+        return set()
+    members = set()
+    for node in graph.nodes:
+        target = node.target
+        if node.op != "call_function" or target is operator.getitem or not isinstance(target, torch._ops.OpOverload) \
+                or target.namespace == "onnx":  # getitem and ONNX ops are translated without the registry
+            continue
+        try:
+            function, _ = _dispatching.dispatch(node, registry)
+        except Exception:  # noqa: BLE001 - a node the dispatcher cannot even read: left to the exporter
+            continue
+        if function is None:
+            k = _node_member(node, n_in)
+            if k is not None:
+                members.add(k)
+    return members
 
 
 _PACKED_INPUT = re.compile(r"^xs_(\d+)$")  # the packed forward's *xs, as torch.export names its placeholders
@@ -185,18 +225,18 @@ def _node_member(node: Any, n_in: list[int]) -> int | None:
 
 
 class PackFailed(Exception):
-    """Exporting or tracing a packed module failed; ``member``: the one whose own code raised, where known."""
+    """Exporting or tracing a packed module failed; ``members``: those that fail it (:func:`culprits`), or []."""
 
-    def __init__(self, exc: BaseException | str, member: int | None):
+    def __init__(self, exc: BaseException | str, members: list[int]):
         super().__init__(exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}")
-        self.member = member
+        self.members = list(members)
 
 
 def _tracing(module: Any, trace: Callable[[], Any]) -> Any:
     try:
         return trace()
     except Exception as e:
-        raise PackFailed(e, culprit(e, module)) from e
+        raise PackFailed(e, culprits(e, module)) from e
 
 
 def pack_fx_graph(instances: list[Instance], modules: list, n_out: list[int]) -> Packed:
@@ -282,7 +322,7 @@ def _pack_torch_onnx(instances: list[Instance], modules: list, n_out: list[int])
         if isinstance(e, CannotPack):
             return ("cannot", str(e))
         if isinstance(e, PackFailed) and store.lasting(e.__cause__):
-            return ("failed", "\n".join(str(x) for x in chain(e)), e.member)
+            return ("failed", "\n".join(str(x) for x in chain(e)), e.members)
         return None
 
     def revive(entry):

@@ -9,7 +9,8 @@ report of them (the exception's type name and message), since the same export fa
 An entry's key is a content hash: every member's content (:meth:`Instance.compute_id`, which hashes the operator,
 call, inputs and arrays, and the seed), the versions of the exporting libraries and the source of dlci's model
 building code, so an edited instance, an upgraded torch or a changed recipe never reads a stale entry.
-Entries live under ``$DLCI_CACHE_DIR/forms`` (``~/.cache/dlci/forms``); ``DLCI_FORM_STORE=off`` turns the store off.
+Entries live under ``$DLCI_CACHE_DIR/forms`` (``~/.cache/dlci/forms``), or the folder ``DLCI_FORM_STORE`` names;
+``DLCI_FORM_STORE=off`` turns the store off.
 """
 from __future__ import annotations
 
@@ -27,11 +28,18 @@ from dlci.instance import Instance
 FORMAT = 1  # bump when the entries' layout changes
 
 
+def _setting() -> str:
+    return os.environ.get("DLCI_FORM_STORE", "").strip()
+
+
 def enabled() -> bool:
-    return os.environ.get("DLCI_FORM_STORE", "on").lower() not in ("off", "0", "no", "false")
+    return _setting().lower() not in ("off", "0", "no", "false")
 
 
 def root() -> Path:
+    """``$DLCI_FORM_STORE`` where it names a folder, else ``forms`` under dlci's cache folder."""
+    if _setting() and _setting().lower() not in ("on", "1", "yes", "true"):
+        return Path(_setting())
     from dlci.sources import cache_root  # the one place that says where dlci's caches live
     return cache_root() / "forms"
 
