@@ -82,6 +82,7 @@ def test_a_packed_export_and_its_failure_are_stored_under_the_members(opinfo, ex
     mods = [models.build(i, "torch_module") for i in picked]
     n_out = [len(models.reference(i)[0]) for i in picked]
     first, n_in, _ = packer.pack(picked, mods, n_out)
+    models.clear_cache()  # another worker: read from the disk
     again, n_in2, _ = packer.pack(picked, mods, n_out)
     assert len(exports) == 1 and n_in2 == n_in
     assert again.SerializeToString() == first.SerializeToString()
@@ -91,11 +92,27 @@ def test_a_packed_export_and_its_failure_are_stored_under_the_members(opinfo, ex
     bad_out = [len(models.reference(i)[0]) for i in bad]
     with pytest.raises(PackFailed) as live:
         packer.pack(bad, bad_mods, bad_out)
+    models.clear_cache()
     with pytest.raises(PackFailed) as read:
         packer.pack(bad, bad_mods, bad_out)
     assert len(exports) == 2
     assert live.value.members == read.value.members == [1]  # the graph node that failed reads cdist's inputs
     assert "_cdist_forward" in str(read.value)
+
+
+def test_a_part_of_a_packed_export_is_cut_out_of_it_not_exported_again(opinfo, exports):
+    import onnxruntime
+    packer = PACKERS["onnx"]
+    picked = [opinfo["aten::abs"], opinfo["aten::add"]]
+    mods = [models.build(i, "torch_module") for i in picked]
+    n_out = [len(models.reference(i)[0]) for i in picked]
+    packer.pack(picked, mods, n_out)
+    part, n_in, got_out = packer.pack(picked[1:], mods[1:], n_out[1:])  # a split after the target failed the pair
+    assert len(exports) == 1 and got_out == n_out[1:]
+    sess = onnxruntime.InferenceSession(part.SerializeToString(), providers=["CPUExecutionProvider"])
+    outs = sess.run(None, dict(zip([x.name for x in sess.get_inputs()], picked[1].input_arrays())))
+    for got, want in zip(outs, models.reference(picked[1])[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
 def test_the_store_can_be_turned_off(opinfo, exports, monkeypatch, tmp_path):

@@ -75,6 +75,10 @@ def _release(slot: dict[str, Any]) -> None:
 def clear_cache() -> None:
     while _cache:
         _release(_cache.popitem()[1])
+    import sys
+    pack = sys.modules.get("dlci.models.pack")
+    if pack is not None:  # the worker's last packed export goes with the forms it was made of
+        pack._LAST_EXPORT.clear()
 
 
 def _cached(instance: Instance, key: str, make: Callable[[], Any]) -> Any:

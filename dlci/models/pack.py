@@ -348,6 +348,8 @@ def _cut_from_last_export(members: list, n_in: list[int], n_out: list[int]) -> A
     ks = [where[m] for m in members]
     if [last_in[k] for k in ks] != n_in or [last_out[k] for k in ks] != n_out:
         return None
+    if ks == list(range(len(last))):
+        return model
     from onnx.utils import Extractor
     inputs, outputs = onnx_input_names(model), [o.name for o in model.graph.output]
     starts_in = [sum(last_in[:k]) for k in range(len(last_in))]
