@@ -7,6 +7,11 @@ Both sides use the same parallelism (2 at a time on 2 cores). Also reports the s
 spent inside convert/compile/run (the rest is reference computation, model building and harness overhead), and
 the peak memory of the engine run with 2 workers.
 
+Each side has its own store of exported models (dlci.models.store): by default an empty one per target and side,
+so that a ratio measures batching alone; with ``--store shared`` each side keeps its store across the targets of
+the run, as a campaign does, and a target that consumes a form an earlier one built (openvino.onnx after
+tvm.from_onnx) reads it.
+
     .venv/bin/python benchmarks/throughput.py [--count 100] [--targets tvm.from_exported_program,...] [--source opinfo]
     .venv/bin/python benchmarks/throughput.py --count 300 --source opinfo \
         --targets tvm.from_onnx,tvm.from_exported_program,openvino.onnx,openvino.pytorch
@@ -63,7 +68,7 @@ def unbatch(results):
 VALID = ("pass", "crash", "inconsistency")
 
 
-def engine_side(jobs, workers, warm):
+def engine_side(jobs, workers, warm, store):
     results, dead = [], []
 
     def collect(job, r):
@@ -74,7 +79,7 @@ def engine_side(jobs, workers, warm):
 
     with TreeMemory() as mem:
         t0 = time.monotonic()
-        with Engine(workers=workers, timeout=120, warm_imports=warm) as engine:
+        with Engine(workers=workers, timeout=120, warm_imports=warm, env={"DLCI_FORM_STORE": store}) as engine:
             info = engine.run(jobs, collect)
             if dead:
                 retry = [j for job in dead for j in jobs_for(job.args[0], job.args[1])]
@@ -95,10 +100,11 @@ def engine_side(jobs, workers, warm):
             "by_instance": {r["instance_id"]: (r["status"], r["stage"], r["symptom"]) for r in results}}
 
 
-def naive_side(jobs, workers):
+def naive_side(jobs, workers, store):
     t0 = time.monotonic()
     with ThreadPoolExecutor(workers) as pool:
-        results = list(pool.map(lambda j: run_isolated(j, timeout=180, memory_mb=4000), jobs))
+        results = list(pool.map(lambda j: run_isolated(j, timeout=180, memory_mb=4000,
+                                                       env={"DLCI_FORM_STORE": store}), jobs))
     wall = time.monotonic() - t0
     valid = sum(1 for r in results if r["status"] in VALID)
     return {"tests": len(results), "valid": valid, "wall_s": round(wall, 1),
@@ -117,13 +123,13 @@ def _ratio(a, b):
     return round(a / b, 2) if b else None
 
 
-def one_target(target, source, count, workers, naive_count):
+def one_target(target, source, count, workers, naive_count, stores):
     from dlci.targets import get
     instances = pick_instances(source, target, count)
     warm = tuple(sorted({"torch", "dlci.testcase", *get(target).warm_imports, *get(target).modules[:1]}))
-    batched = engine_side(batch_jobs_for(instances, target), workers, warm)
-    engine = engine_side(jobs_for(instances, target), workers, warm)
-    naive = naive_side(jobs_for(instances[:naive_count], target), workers) if naive_count else None
+    batched = engine_side(batch_jobs_for(instances, target), workers, warm, stores("batched"))
+    engine = engine_side(jobs_for(instances, target), workers, warm, stores("engine"))
+    naive = naive_side(jobs_for(instances[:naive_count], target), workers, stores("naive")) if naive_count else None
     differ = sorted(f"{i}: batched {batched['by_instance'].get(i)}, alone {st}"
                     for i, st in engine["by_instance"].items() if batched["by_instance"].get(i) != st)
     failures = {m: sorted(i for i, st in side["by_instance"].items() if st[0] in ("crash", "inconsistency"))
@@ -148,9 +154,18 @@ def main():
     ap.add_argument("--naive-count", type=int, default=30,
                     help="tests of the process-per-test side (each process imports the stack: minutes at 300)")
     ap.add_argument("--no-naive", action="store_true")
+    ap.add_argument("--store", choices=("fresh", "shared"), default="fresh",
+                    help="stores of exported models: an empty one per target and side, or one per side for the run")
     args = ap.parse_args()
-    report = [one_target(t, args.source, args.count, args.workers, 0 if args.no_naive else args.naive_count)
-              for t in args.targets.split(",")]
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="dlci-throughput-") as tmp:
+        report = []
+        for t in args.targets.split(","):
+            def stores(side, t=t):
+                return os.path.join(tmp, side if args.store == "shared" else f"{side}-{t}")
+            report.append(one_target(t, args.source, args.count, args.workers,
+                                     0 if args.no_naive else args.naive_count, stores))
+            report[-1]["store"] = args.store
     for r in report:
         print(f"{r['target']}: batched {r['engine_batched']['valid_per_min']} valid/min, engine "
               f"{r['engine']['valid_per_min']}, naive {(r['naive_process_per_test'] or {}).get('valid_per_min')}"

@@ -374,9 +374,9 @@ def _run_group(group: list, target, packer, hook, results: dict) -> None:
             exported = _exported_references(preps, target, packed, n_out)
     except Exception as e:  # noqa: BLE001 - the members cannot share a model (a member the packing form cannot
         # hold, an exporter failing on one of them): the members it names run alone, or the group is bisected
-        k = getattr(e, "member", None)  # dlci.models.pack.PackFailed: the member whose own code raised
-        _split(group, target, packer, hook, results, "\n".join(str(x) for x in chain(e)),
-               raised_by=group[k] if k is not None and 0 <= k < len(group) else None)
+        # dlci.models.pack.PackFailed: the members whose own code or graph nodes failed it
+        raised_by = [group[k] for k in getattr(e, "members", ()) if 0 <= k < len(group)]
+        _split(group, target, packer, hook, results, "\n".join(str(x) for x in chain(e)), raised_by=raised_by)
         return
     packed_s = time.perf_counter() - t0
     inputs = [x for p in preps for x in p.inputs]
@@ -413,10 +413,13 @@ def _split(group: list, target, packer, hook, results: dict, failure: str, probe
     again; when it names none (or all), the halves are packed again (group testing). A member taken out runs alone,
     except where the target called the failure "unsupported" and lists the member's operator among those it cannot
     convert (``Target.unsupported_operators``): that is what it says alone. A member whose own code raised while the
-    packed module was exported or traced (``raised_by``, dlci.models.pack.culprit) is taken out first. Only runs
-    alone decide a failure."""
-    named = [raised_by] if raised_by is not None else \
-        [item for item in group if _names_operator(failure, item[1].instance.op)]
+    packed module was exported or traced (``raised_by``, dlci.models.pack.culprits) is taken out first, with
+    the other members of its operator. Only runs alone decide a failure."""
+    # the member that raised takes the others of its operator along (they most often fail the same way, and each
+    # would cost a failed packed export to find; alone, each still says what it does)
+    ops = {item[1].instance.op for item in raised_by or ()}
+    named = [item for item in group if item[1].instance.op in ops] if ops \
+        else [item for item in group if _names_operator(failure, item[1].instance.op)]
     if named and len(named) < len(group):
         rest = [item for item in group if item not in named]
         unsupported = target.unsupported_operators(failure) if probe is not None and probe.status == UNSUPPORTED \

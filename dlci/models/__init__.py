@@ -75,6 +75,10 @@ def _release(slot: dict[str, Any]) -> None:
 def clear_cache() -> None:
     while _cache:
         _release(_cache.popitem()[1])
+    import sys
+    pack = sys.modules.get("dlci.models.pack")
+    if pack is not None:  # the worker's last packed export goes with the forms it was made of
+        pack._LAST_EXPORT.clear()
 
 
 def _cached(instance: Instance, key: str, make: Callable[[], Any]) -> Any:
@@ -248,9 +252,41 @@ def _form_fx_graph(instance: Instance):
 def export_onnx(module, tensors) -> Any:
     """torch.onnx.export (dynamo exporter) to one in-memory ModelProto; exceptions propagate."""
     import torch
-    with quiet():
+    with quiet(), _shared_torchlib_registry():
         prog = torch.onnx.export(module, tuple(tensors), dynamo=True, external_data=False, verbose=False)
     return prog.model_proto
+
+
+_TORCHLIB_REGISTRIES: dict[int, Any] = {}  # opset version -> the exporter's registry, built once per process
+
+
+@contextlib.contextmanager
+def _shared_torchlib_registry():
+    """torch.onnx.export rebuilds its registry of ATen -> ONNX functions from torchlib on every call (parsing ~500
+    functions' source: ~60 % of exporting a small module here), although it depends only on the installed torch and
+    onnxscript. Built once per process and reused while an export runs; the exporter only reads it (dlci passes no
+    custom translation table, the one thing that writes into it). Where torch has no such hook, nothing changes."""
+    try:
+        from torch.onnx._internal.exporter import _registration
+        cls = _registration.ONNXRegistry
+        original = cls.__dict__["from_torchlib"]
+        build_registry = original.__func__
+    except (ImportError, AttributeError, KeyError):
+        yield
+        return
+
+    def shared(klass, opset_version=None):
+        args = () if opset_version is None else (opset_version,)
+        key = -1 if opset_version is None else opset_version
+        if key not in _TORCHLIB_REGISTRIES:
+            _TORCHLIB_REGISTRIES[key] = build_registry(klass, *args)
+        return _TORCHLIB_REGISTRIES[key]
+
+    cls.from_torchlib = classmethod(shared)
+    try:
+        yield
+    finally:
+        cls.from_torchlib = original
 
 
 @form("onnx", ("torch", "onnx"))
@@ -258,7 +294,15 @@ def _form_onnx(instance: Instance):
     if instance.framework == "onnx":
         import onnx
         return onnx.load_from_string(np.asarray(instance.arrays["model"]).tobytes())
-    return export_onnx(_torch_module(instance), torch_inputs(instance))
+    from dlci.models import store
+
+    def describe(e: BaseException):
+        return ("err", type(e).__name__, str(e)) if store.lasting(e) else None
+
+    def revive(entry):
+        raise store.failure(entry[1], entry[2])
+    return store.onnx_export("onnx", [instance], lambda: export_onnx(_torch_module(instance), torch_inputs(instance)),
+                             describe, revive)
 
 
 # -- keras forms ------------------------------------------------------------------------------------------------

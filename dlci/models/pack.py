@@ -15,6 +15,7 @@ is an import path of its own, run alone).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -128,10 +129,14 @@ def packed_module(modules: list, n_in: list[int]) -> Any:
     return module.eval()
 
 
-def culprit(exc: BaseException, module: Any) -> int | None:
-    """The member whose own code raised ``exc`` (or an exception it was raised from) while ``module``, a packed
-    module, was traced or exported: the ``member_index`` of its forward's frame in the traceback, or None."""
+def culprits(exc: BaseException, module: Any) -> list[int]:
+    """The members whose own code raised ``exc`` (or an exception it was raised from) while ``module``, a packed
+    module, was traced or exported: the ``member_index`` of its forward's frame in the traceback; else the member
+    whose inputs the graph node being translated when it raised depends on (:func:`_node_member`), and with it
+    every member that has a node the exporter has no function for (:func:`_undispatchable`: the exporter stops at
+    the first, and each would otherwise cost another failed export of the group). Empty when none is known."""
     seen = set()
+    frames = []
     e: BaseException | None = exc
     while e is not None and id(e) not in seen:
         seen.add(id(e))
@@ -139,25 +144,99 @@ def culprit(exc: BaseException, module: Any) -> int | None:
         while tb is not None:
             frame = tb.tb_frame
             if frame.f_code in _FORWARDS and frame.f_locals.get("self") is module:
-                return frame.f_locals.get("member_index")
+                k = frame.f_locals.get("member_index")
+                return [] if k is None else [k]
+            frames.append(frame)
             tb = tb.tb_next
         e = e.__cause__ or e.__context__
-    return None
+    n_in = getattr(module, "n_in", None)
+    if not n_in:
+        return []
+    found: list[int] = []
+    for frame in frames:
+        node = frame.f_locals.get("node")
+        if type(node).__name__ == "Node" and type(node).__module__ == "torch.fx.node":
+            k = _node_member(node, n_in)
+            if k is not None:
+                found.append(k)
+                break
+    if found:
+        for frame in frames:
+            graph, registry = frame.f_locals.get("fx_graph"), frame.f_locals.get("registry")
+            if graph is not None and registry is not None:
+                found += sorted(_undispatchable(graph, registry, n_in) - set(found))
+                break
+    return found
+
+
+def _undispatchable(graph: Any, registry: Any, n_in: list[int]) -> set[int]:
+    """Members with an ATen node for which torch.onnx's registry has no ONNX function (its own dispatch, as the
+    exporter asks it while translating); empty where this torch has no such dispatch."""
+    try:
+        import operator
+
+        import torch
+        from torch.onnx._internal.exporter import _dispatching
+    except ImportError:
+        return set()
+    members = set()
+    for node in graph.nodes:
+        target = node.target
+        if node.op != "call_function" or target is operator.getitem or not isinstance(target, torch._ops.OpOverload) \
+                or target.namespace == "onnx":  # getitem and ONNX ops are translated without the registry
+            continue
+        try:
+            function, _ = _dispatching.dispatch(node, registry)
+        except Exception:  # noqa: BLE001 - a node the dispatcher cannot even read: left to the exporter
+            continue
+        if function is None:
+            k = _node_member(node, n_in)
+            if k is not None:
+                members.add(k)
+    return members
+
+
+_PACKED_INPUT = re.compile(r"^xs_(\d+)$")  # the packed forward's *xs, as torch.export names its placeholders
+_MEMBER_PARAM = re.compile(r"members[._](\d+)[._]")  # a member's lifted parameter or buffer
+
+
+def _node_member(node: Any, n_in: list[int]) -> int | None:
+    """The one member a graph node of the packed program computes on: the placeholders it depends on are that
+    member's inputs or parameters (a converter that raised on a node, torch.onnx's "Error when translating node",
+    names no frame of the member's code: the graph says whose it is). None when it reads no member's or several."""
+    bounds = [sum(n_in[:k + 1]) for k in range(len(n_in))]
+    owners, todo, seen = set(), [node], set()
+    while todo:
+        n = todo.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if n.op == "placeholder":
+            m = _PACKED_INPUT.match(n.name)
+            if m:
+                owners.add(next((k for k, b in enumerate(bounds) if int(m.group(1)) < b), None))
+            else:
+                m = _MEMBER_PARAM.search(str(n.target)) or _MEMBER_PARAM.search(n.name)
+                if m:
+                    owners.add(int(m.group(1)))
+        todo.extend(n.all_input_nodes)
+    owners.discard(None)
+    return owners.pop() if len(owners) == 1 else None
 
 
 class PackFailed(Exception):
-    """Exporting or tracing a packed module failed; ``member``: the one whose own code raised, where known."""
+    """Exporting or tracing a packed module failed; ``members``: those that fail it (:func:`culprits`), or []."""
 
-    def __init__(self, exc: BaseException, member: int | None):
-        super().__init__(f"{type(exc).__name__}: {exc}")
-        self.member = member
+    def __init__(self, exc: BaseException | str, members: list[int]):
+        super().__init__(exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}")
+        self.members = list(members)
 
 
 def _tracing(module: Any, trace: Callable[[], Any]) -> Any:
     try:
         return trace()
     except Exception as e:
-        raise PackFailed(e, culprit(e, module)) from e
+        raise PackFailed(e, culprits(e, module)) from e
 
 
 def pack_fx_graph(instances: list[Instance], modules: list, n_out: list[int]) -> Packed:
@@ -224,13 +303,63 @@ def pack_exported_program(instances: list[Instance], modules: list, n_out: list[
 def _pack_torch_onnx(instances: list[Instance], modules: list, n_out: list[int]) -> Packed:
     """The packed module exported once with torch.onnx (the exporter every torch instance meets on its way to an
     ONNX target); the member outputs' count and the inputs must survive the export."""
-    from dlci.models import export_onnx
+    from dlci.models import export_onnx, store
+    from dlci.targets._common import chain
     args, n_in = _torch_args(instances)
-    module = packed_module(modules, n_in)
-    model = _tracing(module, lambda: export_onnx(module, args))
-    if len(onnx_input_names(model)) != sum(n_in) or len(model.graph.output) != sum(n_out):
-        raise CannotPack("the exported model dropped inputs or outputs")
+    members = [(i.compute_id(), i.seed) for i in instances]
+    cut = _cut_from_last_export(members, n_in, n_out)
+    if cut is not None:
+        return cut, n_in, n_out
+
+    def export():
+        module = packed_module(modules, n_in)
+        model = _tracing(module, lambda: export_onnx(module, args))
+        if len(onnx_input_names(model)) != sum(n_in) or len(model.graph.output) != sum(n_out):
+            raise CannotPack("the exported model dropped inputs or outputs")
+        return model
+
+    def describe(e: BaseException):  # what dlci.testcase._split reads of a failure: its text and its culprit
+        if isinstance(e, CannotPack):
+            return ("cannot", str(e))
+        if isinstance(e, PackFailed) and store.lasting(e.__cause__):
+            return ("failed", "\n".join(str(x) for x in chain(e)), e.members)
+        return None
+
+    def revive(entry):
+        raise CannotPack(entry[1]) if entry[0] == "cannot" else PackFailed(entry[1], entry[2])
+    model = store.onnx_export("packed-onnx", instances, export, describe, revive)
+    _LAST_EXPORT[:] = [(members, model, n_in, n_out)]
     return model, n_in, n_out
+
+
+_LAST_EXPORT: list = []  # [(members' content keys, packed model, n_in, n_out)]: this worker's last packed export
+
+
+def _cut_from_last_export(members: list, n_in: list[int], n_out: list[int]) -> Any | None:
+    """A group the target failed on is split and its parts packed again: a part of the worker's last packed export
+    is cut out of it (its members' inputs to their outputs, onnx.utils.Extractor) instead of exported again. The
+    exported model's inputs and outputs are in member order, each member's own (checked when it was exported)."""
+    if not _LAST_EXPORT:
+        return None
+    last, model, last_in, last_out = _LAST_EXPORT[0]
+    where = {m: k for k, m in enumerate(last)}
+    if len(where) != len(last) or not all(m in where for m in members):
+        return None
+    ks = [where[m] for m in members]
+    if [last_in[k] for k in ks] != n_in or [last_out[k] for k in ks] != n_out:
+        return None
+    if ks == list(range(len(last))):
+        return model
+    from onnx.utils import Extractor
+    inputs, outputs = onnx_input_names(model), [o.name for o in model.graph.output]
+    starts_in = [sum(last_in[:k]) for k in range(len(last_in))]
+    starts_out = [sum(last_out[:k]) for k in range(len(last_out))]
+    names_in = [inputs[starts_in[k] + j] for k in ks for j in range(last_in[k])]
+    names_out = [outputs[starts_out[k] + j] for k in ks for j in range(last_out[k])]
+    try:
+        return Extractor(model).extract_model(names_in, names_out)
+    except Exception:  # noqa: BLE001 - a model the extractor cannot cut is exported again
+        return None
 
 
 def _onnx_member_form(instance: Instance) -> str:
