@@ -49,11 +49,16 @@ def _environment() -> str:
     """The exporting libraries' versions and dlci's model-building code, hashed."""
     from importlib import metadata
     h = hashlib.sha1()
+    import importlib.util
     for dist in ("torch", "onnx", "onnxscript"):
         try:
             h.update(f"{dist}={metadata.version(dist)};".encode())
         except metadata.PackageNotFoundError:
             h.update(f"{dist}=none;".encode())
+        # where it is imported from: a PR scan runs a checkout's Python over the installed version (PYTHONPATH),
+        # whose exports must never be read by the other revision
+        spec = importlib.util.find_spec(dist)
+        h.update(f"{getattr(spec, 'origin', None)};".encode())
     here = Path(__file__).resolve().parent
     for f in sorted([*here.glob("*.py"), *(here.parent / "instance").glob("*.py")]):
         h.update(f.name.encode())
