@@ -44,7 +44,7 @@ def test_an_export_is_made_once_and_read_back(opinfo, exports, tmp_path):
     again = models.build(inst, "onnx")
     assert len(exports) == 1
     assert again.SerializeToString() == first.SerializeToString()
-    assert list((tmp_path / "forms").rglob("*.pkl"))
+    assert list((tmp_path / "forms").rglob("*.json"))
 
 
 def test_a_changed_instance_is_not_served_a_stale_export(opinfo, exports):
@@ -131,4 +131,4 @@ def _has(module: str) -> bool:
 def test_the_store_may_be_a_folder_of_its_own(opinfo, exports, monkeypatch, tmp_path):
     monkeypatch.setenv("DLCI_FORM_STORE", str(tmp_path / "elsewhere"))
     models.build(opinfo["aten::abs"], "onnx")
-    assert list((tmp_path / "elsewhere").rglob("*.pkl")) and not (tmp_path / "forms").exists()
+    assert list((tmp_path / "elsewhere").rglob("*.json")) and not (tmp_path / "forms").exists()

@@ -14,18 +14,18 @@ Entries live under ``$DLCI_CACHE_DIR/forms`` (``~/.cache/dlci/forms``), or the f
 """
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 import json
 import os
-import pickle
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
 from dlci.instance import Instance
 
-FORMAT = 1  # bump when the entries' layout changes
+FORMAT = 2  # bump when the entries' layout changes (2: JSON, not pickle)
 
 
 def _setting() -> str:
@@ -73,7 +73,27 @@ def key(kind: str, instances: list[Instance]) -> str:
 
 
 def _path(k: str) -> Path:
-    return root() / k[:2] / f"{k}.pkl"
+    return root() / k[:2] / f"{k}.json"
+
+
+# entries are tuples of str, int, lists and bytes, written as JSON (bytes as base64): the store sits in a cache a
+# runner keeps between runs, where a PR's code ran, and reading it must never execute anything (pickle would)
+def _encode(x: Any) -> Any:
+    if isinstance(x, bytes):
+        return {"b64": base64.b64encode(x).decode("ascii")}
+    if isinstance(x, (list, tuple)):
+        return [_encode(v) for v in x]
+    if x is None or isinstance(x, (str, int, float, bool)):
+        return x
+    raise TypeError(f"the store keeps plain data, not {type(x).__name__}")
+
+
+def _decode(x: Any) -> Any:
+    if isinstance(x, dict):
+        return base64.b64decode(x["b64"])
+    if isinstance(x, list):
+        return [_decode(v) for v in x]
+    return x
 
 
 def load(k: str) -> Any | None:
@@ -81,9 +101,10 @@ def load(k: str) -> Any | None:
     if not enabled():
         return None
     try:
-        with open(_path(k), "rb") as fh:
-            return pickle.load(fh)
-    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError):
+        with open(_path(k), encoding="utf-8") as fh:
+            entry = _decode(json.load(fh))
+        return tuple(entry) if isinstance(entry, list) and entry else None
+    except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
@@ -95,10 +116,10 @@ def save(k: str, entry: Any) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as fh:
-            pickle.dump(entry, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(_encode(entry), fh)
         os.replace(tmp, path)
-    except OSError:
+    except (OSError, TypeError):
         try:
             os.unlink(tmp)
         except (OSError, UnboundLocalError):
