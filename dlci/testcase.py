@@ -319,7 +319,8 @@ def execute_batch(instances: list[Instance], target_name: str, *,
     """Run many tests of one target, converting and compiling them together where the target can pack them
     (``Target.packer``). What is reported is exactly what :func:`execute` would report alone: a packed group that
     fails as a whole is bisected down to single tests run alone (group testing), and every member that does not
-    pass inside its group is run again alone, whose outcome is the one that counts; only passes come from a group."""
+    pass inside its group is run again alone, whose outcome is the one that counts. What comes from a group: passes,
+    and members invalid because their own code or nodes failed the packed model's export (:func:`_form_failed`)."""
     target = get(target_name)
     packer = target.packer()
     if packer is None:
@@ -373,10 +374,22 @@ def _run_group(group: list, target, packer, hook, results: dict) -> None:
                                               [len(p.ref) for p in preps])
             exported = _exported_references(preps, target, packed, n_out)
     except Exception as e:  # noqa: BLE001 - the members cannot share a model (a member the packing form cannot
-        # hold, an exporter failing on one of them): the members it names run alone, or the group is bisected
+        # hold, an exporter failing on one of them): the members it names are taken out, or the group is bisected
         # dlci.models.pack.PackFailed: the members whose own code or graph nodes failed it
         raised_by = [group[k] for k in getattr(e, "members", ()) if 0 <= k < len(group)]
-        _split(group, target, packer, hook, results, "\n".join(str(x) for x in chain(e)), raised_by=raised_by)
+        text = "\n".join(str(x) for x in chain(e))
+        if not raised_by:
+            _split(group, target, packer, hook, results, text)
+            return
+        for item in raised_by:  # what each does alone: its model form fails to build (dlci.models.pack.culprits)
+            _form_failed(item, e, text, len(group), results)
+        # the others of their operators run alone (they most often fail the same way, and each would cost another
+        # failed packed export to find; alone, each says what it does); the rest is packed again
+        ops = {item[1].instance.op for item in raised_by}
+        for item in group:
+            if item not in raised_by and item[1].instance.op in ops:
+                _alone(item, target, hook, results)
+        _run_group([item for item in group if item[1].instance.op not in ops], target, packer, hook, results)
         return
     packed_s = time.perf_counter() - t0
     inputs = [x for p in preps for x in p.inputs]
@@ -406,20 +419,13 @@ def _run_group(group: list, target, packer, hook, results: dict) -> None:
         results[k] = out
 
 
-def _split(group: list, target, packer, hook, results: dict, failure: str, probe: Outcome | None = None,
-           raised_by=None) -> None:
+def _split(group: list, target, packer, hook, results: dict, failure: str, probe: Outcome | None = None) -> None:
     """A packed group failed as a whole. The members whose operator the failure names ("No conversion rule found
     for aten::erfinv", "Unsupported function types ['erfinv.default']") are taken out and the others are packed
     again; when it names none (or all), the halves are packed again (group testing). A member taken out runs alone,
     except where the target called the failure "unsupported" and lists the member's operator among those it cannot
-    convert (``Target.unsupported_operators``): that is what it says alone. A member whose own code raised while the
-    packed module was exported or traced (``raised_by``, dlci.models.pack.culprits) is taken out first, with
-    the other members of its operator. Only runs alone decide a failure."""
-    # the member that raised takes the others of its operator along (they most often fail the same way, and each
-    # would cost a failed packed export to find; alone, each still says what it does)
-    ops = {item[1].instance.op for item in raised_by or ()}
-    named = [item for item in group if item[1].instance.op in ops] if ops \
-        else [item for item in group if _names_operator(failure, item[1].instance.op)]
+    convert (``Target.unsupported_operators``): that is what it says alone. Only runs alone decide a failure."""
+    named = [item for item in group if _names_operator(failure, item[1].instance.op)]
     if named and len(named) < len(group):
         rest = [item for item in group if item not in named]
         unsupported = target.unsupported_operators(failure) if probe is not None and probe.status == UNSUPPORTED \
@@ -434,6 +440,22 @@ def _split(group: list, target, packer, hook, results: dict, failure: str, probe
     half = len(group) // 2
     _run_group(group[:half], target, packer, hook, results)
     _run_group(group[half:], target, packer, hook, results)
+
+
+def _form_failed(item, exc: BaseException, text: str, size: int, results: dict) -> None:
+    """A member whose own code or graph nodes failed the export (or trace) of the packed module its model form
+    was part of: exporting it alone fails on the same code or node, so its test is invalid as it would be alone,
+    at the model stage, with the exporter's exception as the symptom (``PackFailed.symptom``), without a second
+    export of its own. Not a finding: an invalid test is not reported, and a target's failure is still only
+    decided alone."""
+    k, prep, out, prepared_s = item
+    out.status, out.stage = INVALID, "model"
+    out.symptom = getattr(exc, "symptom", None) or type(exc).__name__
+    out.message = first_lines(f"exporting it packed with {size - 1} other tests: {text}")
+    out.traceback, out.batch = format_exc(exc), size
+    out.seconds = prepared_s
+    _FAILED_ALONE.add((out.target, prep.instance.op))
+    results[k] = out
 
 
 def _unsupported_member(item, probe: Outcome, size: int, results: dict) -> None:

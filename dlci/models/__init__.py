@@ -178,6 +178,8 @@ def torch_inputs(instance: Instance) -> list:
 
 
 def _torch_module(instance: Instance):
+    from dlci.models import torch_export
+    torch_export.memoise_cia_ops()  # every torch test's model is built here; its exports come after
     return _cached(instance, "torch_call", lambda: _rebuilder().torch_call(instance)[0].eval())
 
 
@@ -252,41 +254,11 @@ def _form_fx_graph(instance: Instance):
 def export_onnx(module, tensors) -> Any:
     """torch.onnx.export (dynamo exporter) to one in-memory ModelProto; exceptions propagate."""
     import torch
-    with quiet(), _shared_torchlib_registry():
+    from dlci.models import torch_export
+    torch_export.memoise_cia_ops()
+    with quiet(), torch_export.shared_torchlib_registry():
         prog = torch.onnx.export(module, tuple(tensors), dynamo=True, external_data=False, verbose=False)
     return prog.model_proto
-
-
-_TORCHLIB_REGISTRIES: dict[int, Any] = {}  # opset version -> the exporter's registry, built once per process
-
-
-@contextlib.contextmanager
-def _shared_torchlib_registry():
-    """torch.onnx.export rebuilds its registry of ATen -> ONNX functions from torchlib on every call (parsing ~500
-    functions' source: ~60 % of exporting a small module here), although it depends only on the installed torch and
-    onnxscript. Built once per process and reused while an export runs; the exporter only reads it (dlci passes no
-    custom translation table, the one thing that writes into it). Where torch has no such hook, nothing changes."""
-    try:
-        from torch.onnx._internal.exporter import _registration
-        cls = _registration.ONNXRegistry
-        original = cls.__dict__["from_torchlib"]
-        build_registry = original.__func__
-    except (ImportError, AttributeError, KeyError):
-        yield
-        return
-
-    def shared(klass, opset_version=None):
-        args = () if opset_version is None else (opset_version,)
-        key = -1 if opset_version is None else opset_version
-        if key not in _TORCHLIB_REGISTRIES:
-            _TORCHLIB_REGISTRIES[key] = build_registry(klass, *args)
-        return _TORCHLIB_REGISTRIES[key]
-
-    cls.from_torchlib = classmethod(shared)
-    try:
-        yield
-    finally:
-        cls.from_torchlib = original
 
 
 @form("onnx", ("torch", "onnx"))

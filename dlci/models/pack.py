@@ -225,11 +225,14 @@ def _node_member(node: Any, n_in: list[int]) -> int | None:
 
 
 class PackFailed(Exception):
-    """Exporting or tracing a packed module failed; ``members``: those that fail it (:func:`culprits`), or []."""
+    """Exporting or tracing a packed module failed; ``members``: those that fail it (:func:`culprits`), or [];
+    ``symptom``: the type of the exporter's own exception (what a member's test alone reports when it fails so)."""
 
-    def __init__(self, exc: BaseException | str, members: list[int]):
+    def __init__(self, exc: BaseException | str, members: list[int], symptom: str | None = None):
         super().__init__(exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}")
         self.members = list(members)
+        # the type the exporter raised, as a member's model form alone reports it (dlci.testcase._invalid)
+        self.symptom = symptom or (type(exc).__name__ if isinstance(exc, BaseException) else None)
 
 
 def _tracing(module: Any, trace: Callable[[], Any]) -> Any:
@@ -322,11 +325,11 @@ def _pack_torch_onnx(instances: list[Instance], modules: list, n_out: list[int])
         if isinstance(e, CannotPack):
             return ("cannot", str(e))
         if isinstance(e, PackFailed) and store.lasting(e.__cause__):
-            return ("failed", "\n".join(str(x) for x in chain(e)), e.members)
+            return ("failed", "\n".join(str(x) for x in chain(e)), e.members, e.symptom)
         return None
 
     def revive(entry):
-        raise CannotPack(entry[1]) if entry[0] == "cannot" else PackFailed(entry[1], entry[2])
+        raise CannotPack(entry[1]) if entry[0] == "cannot" else PackFailed(entry[1], entry[2], entry[3])
     model = store.onnx_export("packed-onnx", instances, export, describe, revive)
     _LAST_EXPORT[:] = [(members, model, n_in, n_out)]
     return model, n_in, n_out

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from dlci.instance import Instance
 
-FORMAT = 2  # bump when the entries' layout changes (2: JSON, not pickle)
+FORMAT = 3  # bump when the entries' layout changes (2: JSON, not pickle; 3: a packed failure's symptom)
 
 
 def _setting() -> str:

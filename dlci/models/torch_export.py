@@ -1,0 +1,83 @@
+"""What torch's exporters recompute on every call although it does not depend on the model: computed once per
+process here, so that many small exports (one per test, or one per packed batch) do not each pay it.
+
+- :func:`shared_torchlib_registry`: torch.onnx.export's registry of ATen -> ONNX functions (built from torchlib's
+  source: ~60 % of exporting a small module), scoped to one export call.
+- :func:`memoise_cia_ops`: the set of CompositeImplicitAutograd operators that ``run_decompositions`` may keep
+  (torch walks every operator of every loaded namespace, twice per call: ~30 % of a small torch.onnx export,
+  and part of TVM's and OpenVINO's imports of an ExportedProgram). Kept per process, keyed by what the set is
+  computed from that can change at run time: the C++ dispatcher's CIA registrations and the operator namespaces.
+  A new custom operator (torch.library registers it with the dispatcher) changes the key, so the set is computed
+  again. (torch itself already keeps the aten namespace's part for the life of the process.)
+
+Both leave the exporters' output unchanged; where torch lacks the hook, nothing is patched.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+_TORCHLIB_REGISTRIES: dict[int, Any] = {}  # opset version -> the exporter's registry, built once per process
+
+
+@contextlib.contextmanager
+def shared_torchlib_registry():
+    """The registry built once per process and reused while an export runs; the exporter only reads it (dlci
+    passes no custom translation table, the one thing that writes into it)."""
+    try:
+        from torch.onnx._internal.exporter import _registration
+        cls = _registration.ONNXRegistry
+        original = cls.__dict__["from_torchlib"]
+        build_registry = original.__func__
+    except (ImportError, AttributeError, KeyError):
+        yield
+        return
+
+    def shared(klass, opset_version=None):
+        args = () if opset_version is None else (opset_version,)
+        key = -1 if opset_version is None else opset_version
+        if key not in _TORCHLIB_REGISTRIES:
+            _TORCHLIB_REGISTRIES[key] = build_registry(klass, *args)
+        return _TORCHLIB_REGISTRIES[key]
+
+    cls.from_torchlib = classmethod(shared)
+    try:
+        yield
+    finally:
+        cls.from_torchlib = original
+
+
+_CIA_SETS: dict[tuple, frozenset] = {}
+_CIA_CALLERS = ("torch.export.exported_program", "torch.export.decomp_utils")  # modules that import the function
+
+
+def memoise_cia_ops() -> None:
+    """Installed once per process (idempotent): every caller of torch's ``_collect_all_valid_cia_ops`` gets a
+    copy of the set computed for the current key."""
+    import importlib
+    try:
+        import torch
+        from torch._export import utils
+        original = utils._collect_all_valid_cia_ops
+        callers = [importlib.import_module(name) for name in _CIA_CALLERS]
+    except (ImportError, AttributeError):
+        return
+    if getattr(original, "dlci_memoised", False):
+        return
+
+    def key() -> tuple:
+        registered = torch._C._dispatch_get_registrations_for_dispatch_key("CompositeImplicitAutograd")
+        return hash(tuple(registered)), len(registered), tuple(sorted(torch.ops._dir))
+
+    def collect():
+        k = key()
+        if k not in _CIA_SETS:
+            _CIA_SETS[k] = frozenset(original())
+            # computing it loads the registered operators, and so their namespaces: file it under the key it leaves
+            _CIA_SETS.setdefault(key(), _CIA_SETS[k])
+        return set(_CIA_SETS[k])
+
+    collect.dlci_memoised, collect.original = True, original
+    for module in (utils, *callers):
+        if getattr(module, "_collect_all_valid_cia_ops", None) is original:
+            module._collect_all_valid_cia_ops = collect
