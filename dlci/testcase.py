@@ -131,9 +131,10 @@ def _prepare(instance: Instance, target, out: Outcome, hook, form: str | None = 
 
 
 def _target_stages(target, model, inputs, seed: int, out: Outcome, hook, trace_files=(),
-                   keep: list | None = None) -> list | None:
+                   keep: list | None = None, errors: list | None = None) -> list | None:
     """convert / compile / run: the target under test. The outputs, or None with the failure in ``out``.
-    ``keep``: receives the compiled model (the device oracle runs it again)."""
+    ``keep``: receives the compiled model (the device oracle runs it again); ``errors``: the exception raised
+    (a packed group's failure is traced to a member from its frames)."""
     value = model
     for stage in ("convert", "compile", "run"):
         hook(stage)
@@ -163,6 +164,8 @@ def _target_stages(target, model, inputs, seed: int, out: Outcome, hook, trace_f
             except Exception:  # a broken classifier must not hide the crash
                 unsupported = harness = False
             out.status = INVALID if harness else UNSUPPORTED if unsupported else CRASH
+            if errors is not None:
+                errors.append(e)
             if harness:
                 out.stage = "harness"
             if target.on_accelerator:
@@ -393,9 +396,12 @@ def _run_group(group: list, target, packer, hook, results: dict) -> None:
         return
     packed_s = time.perf_counter() - t0
     inputs = [x for p in preps for x in p.inputs]
-    value = _target_stages(target, packed, inputs, preps[0].instance.seed, probe, hook)
+    errors: list = []
+    value = _target_stages(target, packed, inputs, preps[0].instance.seed, probe, hook, errors=errors)
     if value is None or len(value) != sum(n_out):
-        _split(group, target, packer, hook, results, probe.message, probe)
+        if not _take_out_owners(group, target, packer, hook, results, probe, packed, n_in) \
+                and not _take_out_converting(group, target, packer, hook, results, probe, errors, n_in):
+            _split(group, target, packer, hook, results, probe.message, probe)
         return
     share = (time.perf_counter() - t0) / len(group)
     pos = 0
@@ -417,6 +423,39 @@ def _run_group(group: list, target, packer, hook, results: dict) -> None:
             continue
         out.seconds = prepared_s + share
         results[k] = out
+
+
+def _take_out_owners(group: list, target, packer, hook, results: dict, probe: Outcome, packed, n_in) -> bool:
+    """The target called the packed model unsupported and listed what it cannot convert: the members whose own
+    graph holds one of those nodes (``Packer.owners``: 'linalg_lu_solve.default' is aten::lu_solve's, which no
+    operator name in the message says) are unsupported as they are alone, and the others are packed again. False
+    where the form or the message cannot tell, or the owners are none or all of the group."""
+    names = target.unsupported_nodes(probe.message or "") if probe.status == UNSUPPORTED else set()
+    if not names or packer.owners is None:
+        return False
+    try:
+        owned = packer.owners(packed, n_in, names)
+    except Exception:  # noqa: BLE001 - a program the owners' search cannot read: group testing decides
+        return False
+    if not owned or len(owned) >= len(group):
+        return False
+    for k in sorted(owned):
+        _unsupported_member(group[k], probe, len(group), results)
+    _run_group([item for k, item in enumerate(group) if k not in owned], target, packer, hook, results)
+    return True
+
+
+def _take_out_converting(group: list, target, packer, hook, results: dict, probe: Outcome, errors: list,
+                         n_in) -> bool:
+    """The target's converter raised while translating a graph node of one member (dlci.models.pack.
+    converting_member): that member runs alone, the others are packed again. False when no member is known."""
+    from dlci.models.pack import converting_member
+    k = converting_member(errors[0], n_in) if errors and probe.stage == "convert" else None
+    if k is None or not 0 <= k < len(group) or len(group) < 2:
+        return False
+    _alone(group[k], target, hook, results)
+    _run_group(group[:k] + group[k + 1:], target, packer, hook, results)
+    return True
 
 
 def _split(group: list, target, packer, hook, results: dict, failure: str, probe: Outcome | None = None) -> None:

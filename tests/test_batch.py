@@ -204,3 +204,25 @@ def test_a_failed_group_takes_out_the_members_its_message_names():
         == set()  # another overload than the default: the member runs alone
     ov = "-- No conversion rule found for operations: aten::histc, aten::special_bessel_j0\n-- aten::cross with"
     assert get("openvino.pytorch").unsupported_operators(ov) == {"histc", "special_bessel_j0"}
+
+
+def test_a_member_holding_a_node_the_target_lists_as_unsupported_is_taken_out_by_its_graph(monkeypatch):
+    """TVM lists the functions aten::lu_solve decomposes into ('linalg_lu_solve.default'), which no operator name
+    says: the packed program's own nodes say whose they are, so that member is unsupported from the group (as it is
+    alone) and the others pass from the group packed again, without bisecting it by halves. A converter raising on
+    one member's node (conv_transpose3d: "Unsupported transposed convolution dimensionality") takes that member out
+    to run alone."""
+    pytest.importorskip("torch")
+    target = "tvm.from_exported_program"
+    ops = ["aten::abs", "aten::add", "aten::lu_solve", "aten::neg", "aten::conv_transpose3d", "aten::relu"]
+    insts = sources.load("opinfo", ops=ops, limit_per_op=1)
+    assert len(insts) == len(ops)
+    batched = {o.op: o for o in execute_batch(insts, target)}
+    models.clear_cache()
+    alone = {i.op: execute(i, target) for i in insts}
+    assert {op: (o.status, o.stage, o.symptom) for op, o in batched.items()} \
+        == {op: (o.status, o.stage, o.symptom) for op, o in alone.items()}
+    assert batched["aten::lu_solve"].status == UNSUPPORTED and batched["aten::lu_solve"].batch == 6
+    assert batched["aten::conv_transpose3d"].status != PASS and batched["aten::conv_transpose3d"].batch == 1
+    assert all(batched[op].status == PASS and batched[op].batch == 4 for op in ("aten::abs", "aten::add",
+                                                                              "aten::neg", "aten::relu"))

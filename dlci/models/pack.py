@@ -34,6 +34,9 @@ class Packer:
     member_form: Callable[[Instance], str]           # the form a member is built in before packing
     key: Callable[[Instance, Any], tuple | None]     # (instance, member model) -> pack key; None: runs alone
     pack: Callable[[list[Instance], list[Any], list[int]], Packed]  # (instances, member models, outputs each)
+    # (packed model, members' input counts, operator names a target's failure lists) -> the members that hold a
+    # node of one of them; None: this form cannot tell
+    owners: Callable[[Any, list[int], set[str]], set[int]] | None = None
 
 
 # -- ONNX members -----------------------------------------------------------------------------------------------
@@ -152,14 +155,8 @@ def culprits(exc: BaseException, module: Any) -> list[int]:
     n_in = getattr(module, "n_in", None)
     if not n_in:
         return []
-    found: list[int] = []
-    for frame in frames:
-        node = frame.f_locals.get("node")
-        if type(node).__name__ == "Node" and type(node).__module__ == "torch.fx.node":
-            k = _node_member(node, n_in)
-            if k is not None:
-                found.append(k)
-                break
+    k = _translated_member(frames, n_in)
+    found: list[int] = [] if k is None else [k]
     if found:
         for frame in frames:
             graph, registry = frame.f_locals.get("fx_graph"), frame.f_locals.get("registry")
@@ -167,6 +164,29 @@ def culprits(exc: BaseException, module: Any) -> list[int]:
                 found += sorted(_undispatchable(graph, registry, n_in) - set(found))
                 break
     return found
+
+
+def _translated_member(frames: list, n_in: list[int]) -> int | None:
+    """The member of the graph node (a frame's local ``node``) being translated in these frames, the outermost
+    frame that names one first."""
+    for frame in frames:
+        node = frame.f_locals.get("node")
+        if type(node).__name__ == "Node" and type(node).__module__ == "torch.fx.node":
+            k = _node_member(node, n_in)
+            if k is not None:
+                return k
+    return None
+
+
+def converting_member(exc: BaseException, n_in: list[int]) -> int | None:
+    """The member whose graph node a target's converter was translating when it raised ``exc`` (TVM's importers
+    hand each torch.fx node to a function taking ``node``); None when no frame holds one of the packed graph."""
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    return _translated_member(frames, n_in)
 
 
 def _undispatchable(graph: Any, registry: Any, n_in: list[int]) -> set[int]:
@@ -240,6 +260,22 @@ def _tracing(module: Any, trace: Callable[[], Any]) -> Any:
         return trace()
     except Exception as e:
         raise PackFailed(e, culprits(e, module)) from e
+
+
+def exported_program_owners(ep: Any, n_in: list[int], names: set[str]) -> set[int]:
+    """The members of a packed program with a node of one of ``names`` ('linalg_lu_solve.default', 'histc'), as
+    exported or as decomposed to core ATen (what TVM's from_exported_program converts: a target names the
+    functions an operator decomposes into, linalg_lu_solve for aten::lu_solve). A member that holds one fails
+    alone on the same node: decomposing is per node."""
+    found: set[int] = set()
+    for program in (ep, ep.run_decompositions()):
+        for node in program.graph.nodes:
+            name = getattr(node.target, "__name__", "") if node.op == "call_function" else ""
+            if name and (name in names or name.removesuffix(".default") in names):
+                k = _node_member(node, n_in)
+                if k is not None:
+                    found.add(k)
+    return found
 
 
 def pack_fx_graph(instances: list[Instance], modules: list, n_out: list[int]) -> Packed:
@@ -389,7 +425,8 @@ def _torch_key(instance: Instance, model: Any) -> tuple | None:
 # model form -> its packer: the forms whose members can share one model
 PACKERS = {
     "onnx": Packer(_onnx_member_form, _onnx_key, _pack_onnx_form),
-    "exported_program": Packer(lambda inst: "torch_module", _torch_key, pack_exported_program),
+    "exported_program": Packer(lambda inst: "torch_module", _torch_key, pack_exported_program,
+                               exported_program_owners),
     "torch_module": Packer(lambda inst: "torch_module", _torch_key, pack_torch_module),
     "fx_graph": Packer(lambda inst: "torch_module", _torch_key, pack_fx_graph),
 }

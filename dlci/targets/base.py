@@ -128,6 +128,12 @@ class Target:
         alone (dlci.testcase._split). Empty: the target's messages do not say."""
         return set()
 
+    def unsupported_nodes(self, message: str) -> set[str]:
+        """The graph nodes' names (an operator's overload as torch names it: 'linalg_lu_solve.default', or a bare
+        name) that an "unsupported" message lists; a packed batch's members holding one are unsupported without
+        a run alone (dlci.models.pack.Packer.owners). By default the operators it lists."""
+        return self.unsupported_operators(message)
+
     def convert(self, model: Any, inputs: Sequence[np.ndarray]) -> Any:
         raise NotImplementedError
 

@@ -35,9 +35,12 @@ class _TVM(Target):
     def unsupported_operators(self, message: str) -> set[str]:
         # the torch translators: "Unsupported function types ['erfinv.default', 'histc']" (a default overload only:
         # another overload of the operator may be supported)
+        bare = (n.removesuffix(".default") for n in self.unsupported_nodes(message))
+        return {n for n in bare if "." not in n}
+
+    def unsupported_nodes(self, message: str) -> set[str]:
         listed = re.search(r"Unsupported function types \[([^\]]*)\]", message)
-        names = re.findall(r"'([\w.]+)'", listed.group(1)) if listed else []
-        return {n.removesuffix(".default") for n in names if "." not in n.removesuffix(".default")}
+        return set(re.findall(r"'([\w.]+)'", listed.group(1))) if listed else set()
 
     def is_harness_failure(self, exc: BaseException) -> bool:
         # a checkout's python/ over the installed wheel without the wheel's headers or native library
