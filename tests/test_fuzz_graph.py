@@ -185,3 +185,37 @@ def test_the_torch_form_computes_what_the_onnx_reference_does_and_says_what_it_c
                  {"W": np.zeros((1, 8, 3), np.float32), "R": np.zeros((1, 8, 2), np.float32)})
     with pytest.raises(GraphError, match="no torch form for LSTM"):
         lstm.to_torch()
+
+
+def test_mcts_networks_hold_tc1_blocks_and_failures_steer_the_operators():
+    """A new failure signature draws the search to the operator it was localised to (to every operator of the graph
+    when it needs several); a failure already found voids that target's test, and its culprit is charged for it."""
+    from types import SimpleNamespace as NS
+
+    from dlci.fuzz.stream import FuzzStream, _culprits, _Pending
+    corpus = load_corpus()
+    cov = Coverage(corpus)
+    mcts = MCTSStrategy(corpus, cov, np.random.default_rng(0), max_blocks=3)
+    assert all(len(mcts.choose().blocks) == 3 for _ in range(10))
+    stream = FuzzStream(None, {}, corpus, cov, mcts, np.random.default_rng(0), witness=False)
+    blocks = corpus.by_name()
+
+    def network(key, *names):
+        stream.pending[key] = _Pending(type(mcts.choose())([blocks[n] for n in names], []), 0.0, {}, 2)
+        return NS(instance=NS(id=key))
+
+    def outcome(status, **localised):
+        return NS(status=status, seconds=1.0, message="", log="", localised=localised)
+
+    assert mcts.op_scores()["Abs"] == mcts.op_scores()["Neg"]
+    first = network("a", "Abs", "Neg")
+    stream.observe(first, outcome("pass"), False)
+    stream.observe(first, outcome("crash", operator="onnx::Abs"), True)
+    assert mcts.op_scores()["Abs"] > mcts.op_scores()["Neg"]
+    again = network("b", "Relu", "Neg")
+    stream.observe(again, outcome("inconsistency", operator="onnx::Relu"), False)
+    stream.observe(again, outcome("pass"), False)
+    assert mcts.cost("Relu") > mcts.cost("Neg")
+    both = {"multi_operator": True, "alone": {"0:Slice": "pass", "1:GatherElements": "pass"}}
+    assert _culprits(both, {"Slice", "GatherElements", "Relu"}) == {"Slice", "GatherElements"}
+    assert _culprits({"operator": "onnx::Relu"}, {"Relu", "Neg"}) == {"Relu"}

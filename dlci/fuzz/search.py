@@ -14,17 +14,18 @@ MCTS: each tree node is a block, a path from the root a set of blocks for one ne
   worth of the edges (operator pairs, SEC) it would form with the path's blocks that no network had yet. Every third
   expansion takes a subgraph block (the least expanded, by the same tournament): they hold operators covered early,
   so their structure would rarely be reached otherwise.
-- Simulation: the network is the path's deepest blocks (as many as the baseline draws, 1 to tc1), completed by
-  the default policy (the same tournament, against the blocks chosen so far), ordered for the out-degrees their
-  output operators lack (the generator's first blocks feed most others, its last are sinks), and run on the
-  targets; edge addition and removal are added when the network's operator with the fewest out-degrees lacks 2 or
-  0, the other mutations drawn by the bandit.
+- Simulation: the network is the path's blocks, completed to tc1 blocks by the default policy (the same
+  tournament, against the blocks chosen so far), ordered for the out-degrees their output operators lack (the
+  generator's first blocks feed most others, its last are sinks), and run on the targets; edge addition and
+  removal are added when the network's operator with the fewest out-degrees lacks 2 or 0, the other mutations
+  drawn by the bandit.
 - Backpropagation: the reward goes to every node on the path: the success ratio of the network's tests (those that
   ran and passed: the paper's success, which keeps one exception from being found again and again) and its
   coverage gain (balanced, per relative cost: the budget is time), plus one for a failure signature seen for the
   first time (two when the failure needs several operators). Visits count when a network is chosen (a virtual loss:
-  several networks are in flight at once). Per operator, what the network gained for it and what it cost go to
-  the operator's estimate (credit, charge).
+  several networks are in flight at once). Per operator, what the network gained for it, what it cost and a new
+  failure signature localised to it go to the operator's estimate (credit, charge, found); an operator failing
+  again as already found is charged as a void test (that target tested nothing else of the network).
 Mutations: each of the six is a two-armed bandit (with / without), drawn by Thompson sampling on the same reward.
 """
 from __future__ import annotations
@@ -44,7 +45,7 @@ TOURNAMENT = 10  # candidates per block choice of the MCTS (tournament selection
 # tc2, the visits after which a node is not selected again: few (the paper's is 1), so that the tree keeps expanding
 # new blocks; at 24 a handful of blocks filled most networks, whose out-degrees and edges were soon all covered
 MAX_VISITS = 3
-UNSUPPORTED_COST = 3.0  # the relative cost charged to an operator a target named as unsupported
+VOID_COST = 3.0  # the relative cost charged to an operator that voided a target's test (unsupported, a known failure)
 DECAY = 0.85  # per network an operator is chosen into, the weight its past gains keep (its yield drifts down)
 
 
@@ -78,7 +79,12 @@ class Strategy:
 
     def charge(self, choice: Choice, cost: float, blame=()) -> None:
         """What the choice's network cost, relative to the mean network (its size, its tests' worker seconds);
-        ``blame``: its operators a target turned it down for. The baseline ignores it."""
+        ``blame``: its operators that voided a target's test (turned down for them, or failing as already found).
+        The baseline ignores it."""
+
+    def found(self, choice: Choice, ops: set[str], worth: float) -> None:
+        """The choice's network brought a new failure signature, localised to ``ops`` (all of the network's when it
+        needs several operators), worth ``worth`` on the balanced scale. The baseline ignores it."""
 
     def _with_must(self, blocks: list[Block]) -> list[Block]:
         """A PR's touched operators: every network holds a block of one of them, the operators taking turns, each
@@ -271,10 +277,11 @@ class MCTSStrategy(Strategy):
         while walk is not None:  # a virtual loss until the reward comes back
             walk.n += 1
             walk = walk.parent
-        # the network: as many blocks as the baseline draws (1 to tc1), the path's deepest ones (the expanded node
-        # always), completed by the simulation's default policy
-        size = int(self.rng.integers(1, self.tc1 + 1))
-        names = path[-size:] if len(path) >= size else path + self._rollout(path, size - len(path))
+        # the network: the path's blocks completed by the simulation's default policy to tc1 blocks (the paper's
+        # simulation runs to the terminal depth). Not the baseline's 1 to tc1: a network pays a test's overhead once
+        # for all its operators and its distinct block pairs (SEC, ODC) grow as the square of its blocks; offline,
+        # per operator generated, SEC, ODC and SPC all came out ahead of 1 to tc1 (and far ahead per network)
+        names = path + self._rollout(path, self.tc1 - len(path))
         muts = [m for m, (w, wo) in self.arms.items() if w.draw(self.rng) > wo.draw(self.rng)]
         blocks = [self.blocks[n] for n in names] or [self.corpus.blocks[int(self.rng.integers(len(self.corpus.blocks)))]]
         blocks = self._order(blocks)
@@ -325,8 +332,17 @@ class MCTSStrategy(Strategy):
     def charge(self, choice: Choice, cost: float, blame=()) -> None:
         for op in {o for b in choice.blocks for o in b.ops}:
             self.cost_n[op] = self.decay * self.cost_n.get(op, 0.0) + 1.0
-            # an operator a target does not support voids that target's test of every operator beside it
-            self.cost_s[op] = self.decay * self.cost_s.get(op, 0.0) + (UNSUPPORTED_COST if op in blame else cost)
+            # an operator a target does not support, or that fails there as already found, voids that target's test of
+            # every operator beside it
+            self.cost_s[op] = self.decay * self.cost_s.get(op, 0.0) + (VOID_COST if op in blame else cost)
+        self._scores = None
+
+    def found(self, choice: Choice, ops: set[str], worth: float) -> None:
+        # on top of what the network gained for them: an operator that fails in a new way has more behaviours near
+        # it (other shapes, parameters, neighbours, targets), which its score now draws the search to; failing again
+        # the same way, it is charged as a void test instead (:meth:`charge`)
+        for op in ops:
+            self.yield_s[op] = self.yield_s.get(op, 0.0) + worth
         self._scores = None
 
     def stats(self) -> dict:

@@ -26,8 +26,11 @@ from dlci.fuzz.generate import Generated, generate
 from dlci.fuzz.search import Choice, Strategy
 from dlci.models.graph import GraphError, graph_instance
 from dlci.oracles.witness import available as spec_witness_available
-from dlci.outcome import PASS, UNSUPPORTED
+from dlci.outcome import CRASH, INCONSISTENT, PASS, UNSUPPORTED
 
+# a new failure signature is worth this much (on the reward's scale, and to the operators it was localised to on the
+# balanced coverage scale); one that needs several operators (what this fuzzer is for) twice as much
+FOUND, FOUND_MULTI = 1.0, 2.0
 STALE = 40  # networks in a row that add no coverage before one is run anyway (the criteria saturate)
 ATTEMPTS = 200  # generation attempts for one network before the stream gives up (a corpus nothing valid comes of)
 
@@ -41,8 +44,9 @@ class _Pending:
     statuses: list[str] = field(default_factory=list)
     bonus: float = 0.0
     seconds: float = 0.0  # the workers' time on its tests: what the network cost
-    void: int = 0  # its tests a target turned down (unsupported): the network tested nothing there
-    blame: set = field(default_factory=set)  # the chosen operators those targets named as what they do not support
+    void: int = 0  # its tests that tested nothing else of it: turned down (unsupported) or a failure already found
+    blame: set = field(default_factory=set)  # the chosen operators named as the reason (unsupported, the culprit)
+    found: set = field(default_factory=set)  # the chosen operators a new failure signature was localised to
 
 
 class FuzzStream:
@@ -167,13 +171,19 @@ class FuzzStream:
             return
         p.statuses.append(outcome.status)
         p.seconds += float(getattr(outcome, "seconds", 0.0) or 0.0)
+        chosen = {op for b in p.choice.blocks for op in b.ops}
         if outcome.status == UNSUPPORTED:
             p.void += 1
             said = f"{outcome.message} {outcome.log}"
-            p.blame.update(op for b in p.choice.blocks for op in b.ops if re.search(rf"\b{re.escape(op)}\b", said))
-        # a new failure is worth one more; one that needs several operators (what this fuzzer is for) two
-        if new_signature:
-            p.bonus = max(p.bonus, 2.0 if (outcome.localised or {}).get("multi_operator") else 1.0)
+            p.blame.update(op for op in chosen if re.search(rf"\b{re.escape(op)}\b", said))
+        elif outcome.status in (CRASH, INCONSISTENT):
+            culprits = _culprits(outcome.localised or {}, chosen)
+            if new_signature:
+                p.bonus = max(p.bonus, FOUND_MULTI if (outcome.localised or {}).get("multi_operator") else FOUND)
+                p.found |= culprits
+            else:  # found before: that target tested nothing else of the network, and its culprit will do it again
+                p.void += 1
+                p.blame |= culprits
         if len(p.statuses) < p.tests:
             return
         for key in [k for k, v in self.pending.items() if v is p]:
@@ -184,11 +194,13 @@ class FuzzStream:
         self.cost_n += 1
         mean = self.cost_sum / self.cost_n
         rel = max(0.25, p.seconds / mean) if mean > 0 else 1.0
-        # a test a target turned down is time spent on nothing: the network cost that much more per test that ran
-        # (and no operator of it was tested there, the reason a rare operator one target lacks must not crowd the
-        # networks); the operators the target named carry it alone when it named them
+        # a test that tested nothing else of the network (turned down, or a failure already found) is time spent on
+        # nothing: the network cost that much more per test that did (and no operator of it was tested there, the
+        # reason a rare operator one target lacks must not crowd the networks); the operators named carry it alone
         useful = max(1, len(p.statuses) - p.void) / len(p.statuses)
         self.strategy.charge(p.choice, rel / useful if not p.blame else rel, blame=p.blame)
+        if p.found:
+            self.strategy.found(p.choice, p.found, p.bonus)
         # the coverage gain on one scale per criterion, weighted by what is left of each (Coverage.balanced): a
         # typical gain is about one, so late edges, degrees and shape vectors count as much as early operator
         # types; per relative cost, as the budget is time (a network twice as costly must gain twice as much)
@@ -210,6 +222,16 @@ class FuzzStream:
             **({"no_torch_form": dict(self.no_torch_form.most_common(12))} if self.no_torch_form else {}),
             **({"exhausted": self.exhausted} if self.exhausted else {}),
         }
+
+
+def _culprits(localised: dict, chosen: set[str]) -> set[str]:
+    """The chosen operators a failure was localised to: its operator, or, when it needs several, every operator of
+    the graph (each alone passes: the combination is the cause)."""
+    if localised.get("multi_operator"):
+        named = {str(node).split(":", 1)[-1] for node in localised.get("alone") or {}}
+    else:
+        named = {str(localised.get("operator") or "").split("::")[-1]}
+    return named & chosen
 
 
 def _reason(message: str) -> str:
