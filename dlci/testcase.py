@@ -346,8 +346,9 @@ def execute_batch(instances: list[Instance], target_name: str, *,
     return [results[k] for k in range(len(instances))]
 
 
-# (target, operator) pairs that did not pass alone in this worker: their other tests run alone, not packed (a
-# packed group holding one would fail and be split again); the campaign keeps the same across workers
+# (target, operator) pairs that did not pass alone in this worker, or whose member failed a packed export itself
+# (_form_failed): their other tests run alone, not packed (a packed group holding one would fail and be split
+# again); the campaign keeps the same across workers
 _FAILED_ALONE: set[tuple[str, str]] = set()
 
 

@@ -48,12 +48,18 @@ def shared_torchlib_registry():
 
 
 _CIA_SETS: dict[tuple, frozenset] = {}
+_CIA_INSTALLED = False
 _CIA_CALLERS = ("torch.export.exported_program", "torch.export.decomp_utils")  # modules that import the function
 
 
 def memoise_cia_ops() -> None:
     """Installed once per process (idempotent): every caller of torch's ``_collect_all_valid_cia_ops`` gets a
-    copy of the set computed for the current key."""
+    copy of the set computed for the current key. Called before every torch model is built: after the first call
+    it returns at once."""
+    global _CIA_INSTALLED
+    if _CIA_INSTALLED:
+        return
+    _CIA_INSTALLED = True
     import importlib
     try:
         import torch
