@@ -14,6 +14,12 @@ from dlci.outcome import CRASH, INCONSISTENT, Outcome
 _NORMALIZERS = [
     (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
     (re.compile(r"(/[\w.\-+]+)+/([\w.\-]+\.\w+)"), r"\2"),  # absolute paths -> file name
+    # a value a compiler names as it builds (TVM's Relax vars lv3/gv0) or a graph input (dlci.oracles.localise.
+    # anonymised): the same operand is one or the other as a graph grows or is reduced, and the bug is the same
+    (re.compile(r"\b[lg]v\d+\b|<input>"), "%v"),
+    # what else a compiler numbers as it builds (allocations; a node name's counter Pow_3)
+    (re.compile(r"\b(alloc|storage)\d+\b"), r"\1N"),
+    (re.compile(r"(?<=[A-Za-z]_)\d+\b"), "N"),
     (re.compile(r"\b\d+(\.\d+)?(e[-+]?\d+)?\b"), "N"),  # numbers, shapes, line numbers
     (re.compile(r"'[^']{40,}'"), "'…'"),
     (re.compile(r"\s+"), " "),

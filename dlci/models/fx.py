@@ -211,6 +211,9 @@ class FxView:
         n = self.nodes[k]
         return [n.name] + ([str(n.target)] if n.op == "call_module" else [])
 
+    def input_names(self) -> list[str]:
+        return [n.name for n in self.gm.graph.nodes if n.op == "placeholder"]
+
     def op_type(self, k: int) -> str:
         return self.op(k).split("::")[-1]
 

@@ -220,6 +220,9 @@ class _View:
     def names(self, k: int) -> list[str]:
         return [x for x in [self.nodes[k].name, *self.nodes[k].output] if x]
 
+    def input_names(self) -> list[str]:
+        return list(self.base.feeds)
+
     def output_nodes(self) -> list[str]:
         return list(self.base.outputs)
 
@@ -383,9 +386,9 @@ def _named_in_message(message: str, view) -> int | None:
 
 def anonymised(message: str, view) -> str:
     """The message with the graph's own node and value names replaced by the operator they belong to (``<Resize>``:
-    a target names a node by its own name or by its output's, as it likes): two networks failing the same way say
-    the same thing (the dedup signature reads this)."""
-    names = {}
+    a target names a node by its own name or by its output's, as it likes), and its inputs' by ``<input>``: two
+    networks failing the same way say the same thing (the dedup signature reads this)."""
+    names = {x: "<input>" for x in view.input_names()}
     for k in range(len(view)):
         for x in view.names(k):
             names[x] = f"<{view.op_type(k)}>"
