@@ -219,3 +219,40 @@ def test_mcts_networks_hold_tc1_blocks_and_failures_steer_the_operators():
     both = {"multi_operator": True, "alone": {"0:Slice": "pass", "1:GatherElements": "pass"}}
     assert _culprits(both, {"Slice", "GatherElements", "Relu"}) == {"Slice", "GatherElements"}
     assert _culprits({"operator": "onnx::Relu"}, {"Relu", "Neg"}) == {"Relu"}
+
+
+def test_the_witness_keeps_a_graph_onnx_runtime_changes_even_unoptimised_and_drops_a_node_outside_the_spec():
+    """Cast to float16, Neg, Cast back: ONNX Runtime with its optimisations off drops the float16 rounding (the
+    casts it inserts around a float16 Neg are removed in pairs with the graph's own), while each node alone agrees
+    with the reference: the graph is a valid test, and the ONNX Runtime target fails it as a multi-operator
+    inconsistency. A pooling whose pads exceed its kernel (outside the specification, which the reference accepts)
+    is still not a test."""
+    from onnx import TensorProto, helper
+    from dlci.oracles.witness import outside_spec
+    from dlci.reduce.graph import instance_from_model
+    from dlci.testcase import execute
+
+    def model(nodes, x_shape, y_shape):
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        return m
+
+    x = np.random.default_rng(0).standard_normal(64).astype(np.float32)
+    casts = model([helper.make_node("Cast", ["x"], ["a"], to=TensorProto.FLOAT16), helper.make_node("Neg", ["a"], ["b"]),
+                   helper.make_node("Cast", ["b"], ["y"], to=TensorProto.FLOAT)], [64], [64])
+    ref = [(-x.astype(np.float16)).astype(np.float32)]
+    assert outside_spec(casts, [x], ref, [ref[0].astype(np.float64)]) is None
+    inst = instance_from_model(casts, [x])
+    inst.call["localise"] = True
+    out = execute(inst, "onnxruntime")
+    assert out.status == "inconsistency", out.message
+    assert out.localised["multi_operator"] and set(out.localised["alone"].values()) == {"pass"}
+
+    from onnx.reference import ReferenceEvaluator
+    pool = model([helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2], pads=[2, 2], count_include_pad=1)],
+                 [1, 1, 4], [1, 1, 7])
+    xs = np.arange(4, dtype=np.float32).reshape(1, 1, 4)
+    pref = ReferenceEvaluator(pool).run(None, {"x": xs})  # the reference computes it
+    assert "rejects" in outside_spec(pool, [xs], pref, None)

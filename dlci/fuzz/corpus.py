@@ -710,6 +710,108 @@ def _t_const_chain(b, xs, p, rng):
     return b.one(p["combine"], [x, c])
 
 
+def _t_transpose_matmul(b, xs, p, rng):
+    """A Transpose feeding a MatMul (fusions fold a swap of the last two axes into the matmul as a transposed
+    operand, and must leave any other permutation alone)."""
+    x = _ranked(b, xs[0], 2, rng)
+    r = len(b.shape(x))
+    perm = list(range(r))
+    if p["perm"] == "batch" and r >= 3:
+        perm[0], perm[1] = perm[1], perm[0]
+    else:
+        perm[-1], perm[-2] = perm[-2], perm[-1]
+    t = b.one("Transpose", [x], {"perm": perm})
+    rows, cols = b.shape(t)[-2:]
+    if p["side"] == "left":
+        return b.one("MatMul", [t, b.const(_rand((cols, p["n"]), rng, 1 / math.sqrt(cols)), "W")])
+    return b.one("MatMul", [b.const(_rand((p["n"], rows), rng, 1 / math.sqrt(rows)), "W"), t])
+
+
+def _t_softplus(b, xs, p, rng):
+    """log(exp(x) + 1) written out (SoftPlus fusions match it; with another constant it is not a softplus)."""
+    e = b.one("Exp", [xs[0]])
+    return b.one("Log", [b.one("Add", [e, b.const(np.float32(p["one"]), "one")] if p["order"] else
+                               [b.const(np.float32(p["one"]), "one"), e])])
+
+
+def _t_mish(b, xs, p, rng):
+    """x * tanh(softplus(x)), the softplus as the operator or written out (Mish fusions match both)."""
+    x = xs[0]
+    sp = b.one("Softplus", [x]) if p["softplus"] == "op" else _t_softplus(b, [x], {"one": 1.0, "order": True}, rng)
+    t = b.one("Tanh", [sp])
+    return b.one("Mul", [x, t] if p["order"] else [t, x])
+
+
+def _t_quick_gelu(b, xs, p, rng):
+    """x * sigmoid(alpha * x) (QuickGelu fusions expect alpha 1.702; another alpha must stay what it is)."""
+    x = xs[0]
+    s = b.one("Sigmoid", [b.one("Mul", [x, b.const(np.float32(p["alpha"]), "alpha")])])
+    return b.one("Mul", [x, s])
+
+
+def _t_max_min(b, xs, p, rng):
+    """Max then Min with scalar constants (a clamp to a fusion; with low above high every element is one
+    constant, which a fused clamp must still give)."""
+    lo, hi = (b.const(np.float32(v), n) for v, n in ((p["lo"], "lo"), (p["hi"], "hi")))
+    if p["first"] == "Max":
+        return b.one("Min", [b.one("Max", [xs[0], lo]), hi])
+    return b.one("Max", [b.one("Min", [xs[0], hi]), lo])
+
+
+def _t_relu_clip(b, xs, p, rng):
+    """Relu into Clip (fused into one clip with the larger lower bound)."""
+    y = b.one("Relu", [xs[0]])
+    return b.one("Clip", [y, b.const(np.float32(p["lo"]), "lo"), b.const(np.float32(p["hi"]), "hi")])
+
+
+def _t_matmul_bn(b, xs, p, rng):
+    """A 2-D MatMul then BatchNormalization over its columns (folded into the weights by fusions)."""
+    x = _ranked(b, xs[0], 2, rng)
+    if len(b.shape(x)) != 2:
+        x = b.adapt(x, (math.prod(b.shape(x)[:-1]), b.shape(x)[-1]))
+    k, n = b.shape(x)[1], p["n"]
+    y = b.one("MatMul", [x, b.const(_rand((k, n), rng, 1 / math.sqrt(k)), "W")])
+    stats = [np.abs(_rand((n,), rng)) + 0.5, _rand((n,), rng, 0.1), _rand((n,), rng, 0.1),
+             np.abs(_rand((n,), rng)) + 0.5]
+    return b.one("BatchNormalization", [y] + [b.const(a, "bn") for a in stats], {"epsilon": p["eps"]})
+
+
+def _t_bias_softmax(b, xs, p, rng):
+    """Softmax of data plus a broadcast bias (fused into one kernel by some runtimes)."""
+    x = _ranked(b, xs[0], 2, rng)
+    s = b.shape(x)
+    shape = {"row": (s[-1],), "full": s, "head": (1,) * (len(s) - 2) + s[-2:]}[p["bias"]]
+    y = b.one("Add", [x, b.const(_rand(shape, rng), "bias")])
+    return b.one("Softmax", [y], {"axis": p["axis"]})
+
+
+def _t_slice_slice(b, xs, p, rng):
+    """Two Slices in a row (merged into one by simplifiers), on one axis or two, with steps."""
+    x = _ranked(b, xs[0], 2, rng)
+    s = b.shape(x)
+    if s[-1] < 4 or s[0] < 2:  # room for both cuts
+        x = b.adapt(x, (max(2, s[0]), *s[1:-1], max(4, s[-1])))
+    y = x
+    for k in range(2):
+        axis = (len(s) - 1) if p["axes"] == "same" or k == 0 else 0
+        n = b.shape(y)[axis]
+        step = p["step"] if k == 0 else 1
+        start, end = (n - 1, -n - 1) if step < 0 else (1, n)
+        y = b.one("Slice", [y, b.const(np.array([start], np.int64), "s"), b.const(np.array([end], np.int64), "e"),
+                            b.const(np.array([axis], np.int64), "ax"), b.const(np.array([step], np.int64), "st")])
+    return y
+
+
+def _t_cast_round_trip(b, xs, p, rng):
+    """A float32 -> narrower or wider -> float32 round trip (removing it changes the values: only the wider one
+    is exact)."""
+    from onnx import TensorProto
+    to = {"float16": TensorProto.FLOAT16, "double": TensorProto.DOUBLE}[p["to"]]
+    y = b.one("Cast", [xs[0]], {"to": to})
+    y = b.one(p["between"], [y])
+    return b.one("Cast", [y], {"to": TensorProto.FLOAT})
+
+
 _ACTS = ["Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSwish", "Tanh"]
 
 
@@ -783,6 +885,22 @@ def templates() -> list[Template]:
           scale=[0.5, 2.0], combine=["Add"]),
         T("Abs+Mul+Div", _t_const_chain, (1,), ((0, 1), (1, 2)), full=[True, False], op1=["Abs"],
           scale=[0.5, 3.0], combine=["Div"]),
+        T("Transpose+MatMul", _t_transpose_matmul, (1,), ((0, 1),), perm=["last2", "last2", "batch"],
+          side=["left", "right"], n=[4, 8]),
+        T("Exp+Add+Log", _t_softplus, (1,), ((0, 1), (1, 2)), one=[1.0, 1.0, 2.0], order=[True, False]),
+        T("Softplus+Tanh+Mul", _t_mish, (1,), ((0, 1), (1, 2)), softplus=["op"], order=[True, False]),
+        T("Exp+Add+Log+Tanh+Mul", _t_mish, (1,), ((0, 1), (1, 2), (2, 3), (3, 4)), softplus=["decomposed"],
+          order=[True, False]),
+        T("Mul+Sigmoid+Mul", _t_quick_gelu, (1,), ((0, 1), (1, 2)), alpha=[1.702, 1.702, 1.0, -0.5]),
+        T("Max+Min", _t_max_min, (1,), ((0, 1),), first=["Max"], lo=[0.0, -1.0, 0.5], hi=[6.0, 1.0, 0.25]),
+        T("Min+Max", _t_max_min, (1,), ((0, 1),), first=["Min"], lo=[0.0, -1.0, 0.5], hi=[6.0, 1.0, 0.25]),
+        T("Relu+Clip", _t_relu_clip, (1,), ((0, 1),), lo=[0.0, -1.0, 0.5], hi=[6.0, 1.0]),
+        T("MatMul+BatchNormalization", _t_matmul_bn, (1,), ((0, 1),), n=[4, 8], eps=[1e-5, 1e-3]),
+        T("Add+Softmax", _t_bias_softmax, (1,), ((0, 1),), bias=["row", "full", "head"], axis=[-1, -1, 1]),
+        T("Slice+Slice", _t_slice_slice, (1,), ((0, 1),), axes=["same", "other"], step=[1, 2, -1]),
+        T("Cast+Relu+Cast", _t_cast_round_trip, (1,), ((0, 1), (1, 2)), to=["float16", "double"],
+          between=["Relu"]),
+        T("Cast+Neg+Cast", _t_cast_round_trip, (1,), ((0, 1), (1, 2)), to=["float16"], between=["Neg"]),
     ]
 
 

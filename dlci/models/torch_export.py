@@ -11,11 +11,18 @@ process here, so that many small exports (one per test, or one per packed batch)
   again. (torch itself already keeps the aten namespace's part for the life of the process.)
 
 Both leave the exporters' output unchanged; where torch lacks the hook, nothing is patched.
+``DLCI_EXPORT_CACHES=off`` leaves torch as it ships (what benchmarks/throughput.py measures the engine against as
+it was before these existed).
 """
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any
+
+
+def _enabled() -> bool:
+    return os.environ.get("DLCI_EXPORT_CACHES", "").strip().lower() not in ("off", "0", "no")
 
 _TORCHLIB_REGISTRIES: dict[int, Any] = {}  # opset version -> the exporter's registry, built once per process
 
@@ -24,6 +31,9 @@ _TORCHLIB_REGISTRIES: dict[int, Any] = {}  # opset version -> the exporter's reg
 def shared_torchlib_registry():
     """The registry built once per process and reused while an export runs; the exporter only reads it (dlci
     passes no custom translation table, the one thing that writes into it)."""
+    if not _enabled():
+        yield
+        return
     try:
         from torch.onnx._internal.exporter import _registration
         cls = _registration.ONNXRegistry
@@ -57,7 +67,7 @@ def memoise_cia_ops() -> None:
     copy of the set computed for the current key. Called before every torch model is built: after the first call
     it returns at once."""
     global _CIA_INSTALLED
-    if _CIA_INSTALLED:
+    if _CIA_INSTALLED or not _enabled():
         return
     _CIA_INSTALLED = True
     import importlib
