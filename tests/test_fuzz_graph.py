@@ -256,3 +256,29 @@ def test_the_witness_keeps_a_graph_onnx_runtime_changes_even_unoptimised_and_dro
     xs = np.arange(4, dtype=np.float32).reshape(1, 1, 4)
     pref = ReferenceEvaluator(pool).run(None, {"x": xs})  # the reference computes it
     assert "rejects" in outside_spec(pool, [xs], pref, None)
+
+
+def test_a_long_float32_sum_feeding_a_cosine_is_ill_conditioned_and_a_plain_graph_is_not():
+    """The conditioning check moves every intermediate value by a rounding's worth, not only the inputs: the
+    cosine of a sum of 504 terms (~400) differs by 1e-4 between summation orders, which input jitter alone missed
+    (a TVM 'finding' of the fuzz benchmark); a Relu after a small sum stays judgeable."""
+    from onnx import TensorProto, helper
+    from dlci.oracles.localise import _ill_conditioned, _view
+    from dlci.outcome import Outcome
+    from dlci.reduce.graph import instance_from_model
+
+    def judged(then):
+        nodes = [helper.make_node("ReduceL1", ["x"], ["s"], keepdims=1), helper.make_node(then, ["s"], ["y"])]
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [504])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+        m.ir_version = 8
+        x = np.random.default_rng(3).standard_normal(504).astype(np.float32) * (1.0 if then == "Cos" else 1e-3)
+        inst = instance_from_model(m, [x])
+        s64 = np.abs(x.astype(np.float64)).sum(keepdims=True)
+        r64 = np.cos(s64) if then == "Cos" else np.maximum(s64, 0)
+        out = Outcome(inst.id, "onnx::" + then, "t", "inconsistency", distance={"output": 0})
+        return _ill_conditioned(inst, out, [r64.astype(np.float32)], [r64], _view(inst))
+
+    assert "ill-conditioned" in judged("Cos")
+    assert judged("Relu") == ""

@@ -43,3 +43,17 @@ def test_an_export_with_the_kept_set_is_the_model_torch_exports_without_it(monke
     with_kept = models.export_onnx(module, args)
     assert [n.op_type for n in plain.graph.node] == [n.op_type for n in with_kept.graph.node]
     assert plain.graph.SerializeToString() == with_kept.graph.SerializeToString()
+
+
+def test_export_caches_off_leaves_the_exporter_as_torch_ships_it(monkeypatch):
+    """DLCI_EXPORT_CACHES=off (the throughput benchmark's engine as issue 15 found it): the torchlib registry is
+    built by torch on every export; on, one registry serves every export of the process."""
+    from torch.onnx._internal.exporter import _registration
+    shipped = _registration.ONNXRegistry.__dict__["from_torchlib"]
+    monkeypatch.setenv("DLCI_EXPORT_CACHES", "off")
+    with torch_export.shared_torchlib_registry():
+        assert _registration.ONNXRegistry.__dict__["from_torchlib"] is shipped
+    monkeypatch.delenv("DLCI_EXPORT_CACHES")
+    with torch_export.shared_torchlib_registry():
+        assert _registration.ONNXRegistry.__dict__["from_torchlib"] is not shipped
+    assert _registration.ONNXRegistry.__dict__["from_torchlib"] is shipped

@@ -401,7 +401,7 @@ def anonymised(message: str, view) -> str:
 
 def _ill_conditioned(instance, out: Outcome, ref, ref64, view) -> str:
     """Why the failing output cannot be judged at these inputs ("" when it can): a float64 evaluation of the whole
-    graph with inputs and weights moved by PERTURBATION fails the oracle as well."""
+    graph with inputs, weights and every intermediate value moved by PERTURBATION fails the oracle as well."""
     from dlci.oracles.compare import compare_one
     i = (out.distance or {}).get("output", 0) or 0
     if ref64 is None or i >= len(ref):
@@ -414,8 +414,8 @@ def _ill_conditioned(instance, out: Outcome, ref, ref64, view) -> str:
     for m in members:
         got = np.asarray(m).astype(r.dtype) if r.dtype.kind == "f" else np.asarray(m)
         if compare_one(got, r, r64) is not None:
-            return (f"output {i} is ill-conditioned at these inputs: the float64 reference with inputs and weights "
-                    f"moved by {PERTURBATION:.1e} (relative) fails the oracle as well, so the target's difference "
+            return (f"output {i} is ill-conditioned at these inputs: the float64 reference with inputs, weights and "
+                    f"every intermediate value moved by {PERTURBATION:.1e} (relative) fails the oracle as well, so the target's difference "
                     "cannot be told from rounding")
     return ""
 
@@ -434,6 +434,7 @@ def _perturbed(instance, i: int, members: int, rel: float, rng) -> list[np.ndarr
     if wide is None:
         return []
     names = E.feed_names(wide)
+    _scale_every_value(wide)
     inits = [(j, numpy_helper.to_array(t)) for j, t in enumerate(wide.graph.initializer)]
     out = []
     for _ in range(members):
@@ -449,6 +450,35 @@ def _perturbed(instance, i: int, members: int, rel: float, rng) -> list[np.ndarr
             got = ReferenceEvaluator(wide).run(None, feed)
         out.append(np.asarray(got[i]))
     return out
+
+
+def _scale_every_value(wide) -> None:
+    """Each float64 value a node computes goes through a Mul by a scalar 1.0 (an initializer the ensemble jitters
+    like the weights): a member moves every intermediate value by a rounding's worth too, not just the inputs, so
+    a long float32 sum feeding a function steep at its value (a cosine of a sum of 500 terms) shows as
+    ill-conditioned, as its rounding in any order makes it."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    try:
+        inferred = onnx.shape_inference.infer_shapes(wide)
+    except Exception:  # noqa: BLE001 - types unknown: only inputs and weights are moved
+        return
+    doubles = {vi.name for vi in [*inferred.graph.value_info, *inferred.graph.output]
+               if vi.type.tensor_type.elem_type == TensorProto.DOUBLE}
+    nodes = []
+    for k, node in enumerate(wide.graph.node):
+        scaled = []
+        for j, y in enumerate(node.output):
+            if y in doubles:
+                node.output[j] = raw = f"{y}__dlci_raw"
+                scale = f"{y}__dlci_scale"
+                wide.graph.initializer.append(numpy_helper.from_array(np.array(1.0), scale))
+                scaled.append(helper.make_node("Mul", [raw, scale], [y], name=f"{node.name or k}__dlci_scale"))
+        kept = onnx.NodeProto()
+        kept.CopyFrom(node)
+        nodes += [kept, *scaled]
+    del wide.graph.node[:]
+    wide.graph.node.extend(nodes)
 
 
 def _jitter(a: np.ndarray, rng, rel: float = PERTURBATION) -> np.ndarray:
