@@ -10,8 +10,9 @@ worker localises the failure on the same target (:func:`localise`):
    is the culprit: the finding names it, and an error that grew across many operators never counts, because the
    culprit's own error is measured from exact inputs;
 2. when no operator fails alone, the failure needs several of them (fusion, layout propagation, constant folding,
-   shape inference across nodes): ``multi_operator`` is set and the operator named is the one whose output is wrong.
-   Such a wrong output must first survive the **conditioning check**: the whole graph's float64 reference, evaluated
+   shape inference across nodes): ``multi_operator`` is set and the operator named is the earliest whose output is
+   already wrong when the graph is cut after it (else the one whose output is wrong), so one bug followed by
+   different operators is one finding. Such a wrong output must first survive the **conditioning check**: the whole graph's float64 reference, evaluated
    again with its inputs and weights moved by a few float32 rounding steps (relative 2**-20), must stay within the
    oracle's tolerance; when a legitimately perturbed computation would fail the oracle too, the output is
    ill-conditioned at these inputs (a sign flip before a discontinuity, an amplified cancellation) and the test is
@@ -50,6 +51,7 @@ ENSEMBLE = 4  # perturbed float64 evaluations in the conditioning check
 MAX_NODES = 40  # larger graphs are not localised without a trace (each node alone is a target run)
 TRACED_MAX_NODES = 1000  # ... with one, up to this many: only the first divergent operators are run alone
 TRACED_CHECKS = 12  # how many of them
+PREFIX_CHECKS = 8  # a multi-operator failure: graphs cut after earlier operators run to find the first wrong value
 PARAMETER_SECONDS = 30.0  # the culprit's parameters reset one at a time, at most this long
 
 
@@ -131,19 +133,59 @@ def localise(instance, target_name: str, out: Outcome, ref, ref64, execute: Call
                 info["share"] = share
     else:
         named = view.producer_of(output) if output else _named_in_message(out.message, view)
-        info.update(operator=view.op(named) if named is not None else instance.op,
-                    node=view.label(named) if named is not None else "", multi_operator=True)
         if out.status == INCONSISTENT:
             why = _ill_conditioned(instance, out, ref, ref64, view)
             if why:
                 out.status, out.stage, out.symptom = INVALID, "compare", "ill-conditioned"
                 out.message = why
+            elif named is not None:
+                hook("localise")
+                earlier, tried = _earliest_wrong(view, named, target_name, execute, instance.seed)
+                if tried:
+                    info["cut_after"] = {"tried": tried, "wrong": view.label(earlier) if earlier is not None else ""}
+                named = earlier if earlier is not None else named
+        info.update(operator=view.op(named) if named is not None else instance.op,
+                    node=view.label(named) if named is not None else "", multi_operator=True)
     info["seconds"] = round(time.perf_counter() - t0, 3)
     if out.status == CRASH:
         info["message"] = anonymised(out.message, view)
     out.localised = info
     if out.status in (CRASH, INCONSISTENT):
         out.op = info["operator"]
+
+
+def _earliest_wrong(view, end: int, target_name: str, execute: Callable, seed: int) -> tuple[int | None, int]:
+    """(the earliest operator whose output is already wrong when the graph ends after it, how many cuts were run).
+
+    A multi-operator failure shows at the output, but the operator whose value first goes wrong may sit earlier:
+    a float16 round trip a compiler drops is the same bug followed by a LayerNormalization or by nothing. Naming that
+    operator (the failing output of the cut after it, which must pass the conditioning check too) makes the two
+    graphs one finding, and lets the reduction drop what follows it. Cuts of one operator are the operator alone,
+    which passed; the cuts run in topological order, at most PREFIX_CHECKS of them."""
+    if not hasattr(view, "prefix"):
+        return None, 0
+    outs = [x for x in view.names(end) if view.producer_of(x) == end]
+    earlier = sorted(view.ancestors(outs[0]) - {end}) if outs else []
+    tried = 0
+    for k in earlier:
+        if tried >= PREFIX_CHECKS:
+            break
+        if not view.inputs_of(k):
+            continue
+        cut = view.prefix(k)
+        if cut is None:
+            continue
+        cand, outputs = cut
+        tried += 1
+        o = _alone_outcome(cand, target_name, execute)
+        i = (o.distance or {}).get("output", 0) or 0
+        if o.status != INCONSISTENT or not 0 <= i < len(outputs):
+            continue
+        r, r64 = view.reference_of(outputs[i])
+        if r is None or ill_conditioned(cand, i, r, r64, seed + 11) != "":
+            continue
+        return view.producer_of(outputs[i]), tried
+    return None, tried
 
 
 def _parameters(cand, alone: Outcome, target_name: str, execute: Callable) -> dict:
@@ -269,6 +311,26 @@ class _View:
         except _Unbuildable:
             return None
         return self._instance(model, arrays, op=self.op(k))
+
+    def prefix(self, k: int):
+        """The graph cut after node k — k and every node it depends on, with k's outputs (and what the rest of the
+        graph reads from the kept nodes) as outputs: (instance, its output value names), or None."""
+        from dlci.reduce.graph import _Unbuildable, cut_model
+        outs = [x for x in self.nodes[k].output if x]
+        if not outs:
+            return None
+        try:
+            model, arrays = cut_model(self.base, _ancestors(self.base, outs[0]))
+        except _Unbuildable:
+            return None
+        cand = self._instance(model, arrays, op=self.op(k))
+        return None if cand is None else (cand, [o.name for o in model.graph.output])
+
+    def reference_of(self, value: str) -> tuple:
+        """(float32, float64) reference of one value of the graph (either None when unknown)."""
+        if self._v64 is None:
+            self._v64 = _values64(self.base)
+        return self.base.values().get(value), self._v64.get(value)
 
     def exposed(self, ks: list[int]):
         """(the graph with node ks' numeric outputs after its own, the value name of each added output)."""
@@ -400,23 +462,36 @@ def anonymised(message: str, view) -> str:
 # -- the conditioning check -----------------------------------------------------------------------------------------
 
 def _ill_conditioned(instance, out: Outcome, ref, ref64, view) -> str:
-    """Why the failing output cannot be judged at these inputs ("" when it can): a float64 evaluation of the whole
-    graph with inputs, weights and every intermediate value moved by PERTURBATION fails the oracle as well."""
-    from dlci.oracles.compare import compare_one
+    """Why the whole graph's failing output cannot be judged at these inputs ("" when it can)."""
     i = (out.distance or {}).get("output", 0) or 0
     if ref64 is None or i >= len(ref):
         return ""
+    return ill_conditioned(instance, i, ref[i], ref64[i], instance.seed + 7, view) or ""
+
+
+def ill_conditioned(instance, i: int, r, r64, seed: int, view=None) -> str | None:
+    """The conditioning check of output ``i`` (float32 reference ``r``, float64 ``r64``): why it cannot be judged
+    at these inputs — a float64 evaluation of the graph with inputs, weights and every intermediate value moved by
+    PERTURBATION fails the oracle as well — or "" when it can; None when there is no float64 evaluation to tell
+    (the caller decides what that means). ``view``: a graph view with its own ``perturbed`` (a user's model)."""
+    from dlci.oracles.compare import compare_one
+    if r64 is None:
+        return None
+    rng = np.random.default_rng(seed)
     try:
-        members = view.perturbed(i, ENSEMBLE, PERTURBATION, np.random.default_rng(instance.seed + 7))
-    except Exception:  # noqa: BLE001 - no float64 evaluation: the whole-graph oracle already ran without it
-        return ""
-    r, r64 = np.asarray(ref[i]), np.asarray(ref64[i])
+        members = (view.perturbed(i, ENSEMBLE, PERTURBATION, rng) if view is not None
+                   else _perturbed(instance, i, ENSEMBLE, PERTURBATION, rng))
+    except Exception:  # noqa: BLE001 - no float64 evaluation
+        return None
+    if not members:
+        return None
+    r, r64 = np.asarray(r), np.asarray(r64)
     for m in members:
         got = np.asarray(m).astype(r.dtype) if r.dtype.kind == "f" else np.asarray(m)
         if compare_one(got, r, r64) is not None:
             return (f"output {i} is ill-conditioned at these inputs: the float64 reference with inputs, weights and "
-                    f"every intermediate value moved by {PERTURBATION:.1e} (relative) fails the oracle as well, so the target's difference "
-                    "cannot be told from rounding")
+                    f"every intermediate value moved by {PERTURBATION:.1e} (relative) fails the oracle as well, "
+                    "so the target's difference cannot be told from rounding")
     return ""
 
 

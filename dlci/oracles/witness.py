@@ -53,24 +53,15 @@ def outside_spec(model, inputs: list[np.ndarray], ref: list[np.ndarray], ref64: 
 
 
 def _well_conditioned(model, inputs, verdict: dict, ref, ref64) -> bool:
-    """Whether the disagreeing output is one the oracle can judge: float64 evaluations of the graph with inputs and
-    weights moved by a rounding's worth all pass it (dlci.oracles.localise's conditioning check), so a difference
-    that grew from each node's own rounding is not taken for the graph's."""
-    from dlci.oracles.compare import compare_one
-    from dlci.oracles.localise import ENSEMBLE, PERTURBATION, _perturbed
+    """Whether the disagreeing output is one the oracle can judge (dlci.oracles.localise's conditioning check:
+    float64 evaluations of the graph with inputs, weights and intermediate values moved by a rounding's worth all
+    pass it), so a difference that grew from each node's own rounding is not taken for the graph's."""
+    from dlci.oracles.localise import ill_conditioned
     from dlci.reduce.graph import instance_from_model
     i = (verdict.get("distance") or {}).get("output", 0) or 0
     if ref64 is None or i >= len(ref):
         return False
-    try:
-        members = _perturbed(instance_from_model(model, list(inputs)), i, ENSEMBLE, PERTURBATION,
-                             np.random.default_rng(7))
-    except Exception:  # noqa: BLE001 - no float64 evaluation: conditioning unknown, the disagreement stands
-        return False
-    r, r64 = np.asarray(ref[i]), np.asarray(ref64[i])
-    return bool(members) and all(
-        compare_one(np.asarray(m).astype(r.dtype) if r.dtype.kind == "f" else np.asarray(m), r, r64) is None
-        for m in members)
+    return ill_conditioned(instance_from_model(model, list(inputs)), i, ref[i], ref64[i], 7) == ""
 
 
 def _changed_as_a_graph(model, inputs: list[np.ndarray], got: list, so) -> bool:
@@ -78,36 +69,24 @@ def _changed_as_a_graph(model, inputs: list[np.ndarray], got: list, so) -> bool:
     agreeing with the reference on its outputs, while its whole-graph outputs ``got`` differ from its nodes run one
     after the other on its own values. False for a node it cannot run alone or that holds a subgraph."""
     import onnxruntime as ort
-    from onnx import helper
-    from onnx.reference import ReferenceEvaluator
-    from dlci.models import onnx_input_names
+    import dlci.reduce.edit as E
     from dlci.oracles.compare import compare_outputs
+    from dlci.reduce.graph import _Base, cut_model, instance_from_model
     try:
-        values = dict(zip(onnx_input_names(model), inputs))
-        values.update(ReferenceEvaluator(model).run(None, dict(values), intermediate=True))
-        chained = dict(values)  # ONNX Runtime's own values, node after node
-        for node in model.graph.node:
-            if any(a.type in (a.GRAPH, a.GRAPHS) for a in node.attribute):
+        base = _Base(instance_from_model(model, list(inputs)))
+        values = base.values()
+        chained = dict(zip(base.feeds, inputs))  # ONNX Runtime's own values, node after node
+        for k, node in enumerate(base.nodes):
+            if base.implicit[k] or any(a.type in (a.GRAPH, a.GRAPHS) for a in node.attribute):
                 return False
-            ins = list(dict.fromkeys(x for x in node.input if x))
-            outs = [x for x in node.output if x]
-            arrays = [np.asarray(values[x]) for x in ins]
-            expected = [np.asarray(values[x]) for x in outs]
-            if not all(isinstance(a, np.ndarray) and a.dtype.kind in "biufc" for a in arrays + expected):
-                return False
-
-            def info(name, a):
-                return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-            graph = helper.make_graph([node], "node", [info(x, a) for x, a in zip(ins, arrays)],
-                                      [info(x, a) for x, a in zip(outs, expected)])
-            alone = helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version,
-                                      functions=list(model.functions))
+            alone, arrays = cut_model(base, {k})  # the node fed from the reference (constants folded in)
+            feeds, outs = E.feed_names(alone), [o.name for o in alone.graph.output]
             sess = ort.InferenceSession(alone.SerializeToString(), so, providers=["CPUExecutionProvider"])
-            mine = sess.run(None, dict(zip(ins, arrays)))
-            if compare_outputs([np.asarray(g) for g in mine], expected, None) is not None:
+            mine = sess.run(None, {x: arrays[f"in:{i}"] for i, x in enumerate(feeds)})
+            if compare_outputs([np.asarray(g) for g in mine], [np.asarray(values[x]) for x in outs], None) is not None:
                 return False
-            chained.update(zip(outs, sess.run(None, {x: np.asarray(chained[x]) for x in ins})))
-        outputs = [np.asarray(chained[o.name]) for o in model.graph.output]
+            chained.update(zip(outs, sess.run(None, {x: np.asarray(chained.get(x, values[x])) for x in feeds})))
+        outputs = [np.asarray(chained[o]) for o in base.outputs]
     except Exception:  # noqa: BLE001 - a node that cannot be checked alone: the disagreement stands
         return False
     # its own node-by-node result as the float64 arbiter too: the tolerance then allows a difference from it
