@@ -311,6 +311,9 @@ def _info_dict(info) -> dict:
     return {k: v for k, v in d.items() if isinstance(v, (int, float, bool, str, list, dict))}
 
 
+MULTI_OPERATOR_SHARE = 3.0  # a multi-operator finding's reduction time, in shares of a single operator's
+
+
 def reduce(findings: list[Finding], campaign: Campaign, engine: Engine, options: RunOptions, *,
            until: float | None = None, hard_until: float | None = None) -> None:
     """Shrink each finding's representative, in the order given, while it still fails the same way (the finding's
@@ -321,12 +324,15 @@ def reduce(findings: list[Finding], campaign: Campaign, engine: Engine, options:
     if hard_until is not None and options.check_repros and until is not None:
         until = min(until, hard_until - 1.2 * len(findings) * REPRO_CHECK_SECONDS / max(1, options.workers))
     # a failure that needs several operators first: the hardest to cut down by hand, and what no single-operator
-    # test finds; a single operator's failure in a graph is cut to that operator in one step
-    findings = sorted(findings, key=lambda f: not (f.extra.get("graph") or {}).get("multi_operator"))
+    # test finds; a single operator's failure in a graph is cut to that operator in one step — so the first get
+    # MULTI_OPERATOR_SHARE times the time of the others
+    def weight(f: Finding) -> float:
+        return MULTI_OPERATOR_SHARE if (f.extra.get("graph") or {}).get("multi_operator") else 1.0
+    findings = sorted(findings, key=lambda f: -weight(f))
     for n, f in enumerate(findings):
-        seconds = options.seconds_to_reduce(options.budget or 0.0)
+        seconds = options.seconds_to_reduce(options.budget or 0.0) * (1.0 if options.reduce_seconds else weight(f))
         if until is not None:
-            seconds = min(seconds, (until - time.monotonic()) / (len(findings) - n))
+            seconds = min(seconds, (until - time.monotonic()) * weight(f) / sum(map(weight, findings[n:])))
         if campaign.interrupted or seconds < 2:
             return
         target = campaign.targets[f.target]
@@ -398,7 +404,8 @@ def graph_details(outcome: Outcome, inst: Instance) -> dict:
     params = loc.get("parameters") or {}
     audee = {**({"first_divergent": trace.get("first_divergent", "")} if trace.get("used") else {}),
              **({"trace": trace} if trace else {}), **({"share": share} if share else {}),
-             **({"parameters_that_matter": params.get("matter", []), "parameters": params} if params else {})}
+             **({"parameters_that_matter": params.get("matter", []), "parameters": params} if params else {}),
+             **({"cut_after": loc["cut_after"]} if loc.get("cut_after") else {})}
     types = _node_types(inst)
     count = len(types) if inst.call.get("kind") == "torch_program" else operators(inst)
     return {"localised_to": loc.get("operator", outcome.op), "node": loc.get("node", ""),

@@ -272,7 +272,8 @@ class _View:
         return self.base.producer.get(value) if value else None
 
     def ancestors(self, value: str | None) -> set[int]:
-        return _ancestors(self.base, value) if value else set()
+        k = self.base.producer.get(value) if value else None
+        return self.base.upstream(k) if k is not None else set()
 
     def inputs_of(self, k: int) -> list[int]:
         return sorted({self.base.producer[x] for x in self.base.reads[k] if x in self.base.producer})
@@ -320,7 +321,7 @@ class _View:
         if not outs:
             return None
         try:
-            model, arrays = cut_model(self.base, _ancestors(self.base, outs[0]))
+            model, arrays = cut_model(self.base, self.base.upstream(k))
         except _Unbuildable:
             return None
         cand = self._instance(model, arrays, op=self.op(k))
@@ -410,18 +411,6 @@ def _failing_output(out: Outcome, view) -> str | None:
     if not isinstance(i, int) or not 0 <= i < len(outputs):
         return outputs[0] if len(outputs) == 1 else None
     return outputs[i]
-
-
-def _ancestors(base, value: str) -> set[int]:
-    seen: set[int] = set()
-    todo = [base.producer[value]] if value in base.producer else []
-    while todo:
-        k = todo.pop()
-        if k in seen:
-            continue
-        seen.add(k)
-        todo += [base.producer[x] for x in base.reads[k] if x in base.producer]
-    return seen
 
 
 def _same_way(whole: Outcome, alone: Outcome) -> bool:

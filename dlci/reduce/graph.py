@@ -169,6 +169,16 @@ class _Base:
             self._values = dict(ReferenceEvaluator(self.model).run(None, feed, intermediate=True))
         return self._values
 
+    def upstream(self, k: int) -> set[int]:
+        """Node k and every node it depends on."""
+        seen, todo = set(), [k]
+        while todo:
+            j = todo.pop()
+            if j not in seen:
+                seen.add(j)
+                todo += [self.producer[x] for x in self.reads[j] if x in self.producer]
+        return seen
+
     def anchors(self, op: str) -> set[int]:
         domain, _, op_type = op.rpartition("::")
         domain = "" if domain in ("onnx", "ai.onnx") else domain
@@ -498,6 +508,14 @@ def graph_pass(s) -> None:
         hit = cut.first([(frozenset({k}), None) for k in sorted(anchors)])
         if hit is not None:
             take(sorted(hit[0][0]), hit[1], "the named operator alone")
+            keep = sorted(hit[0][0])
+    # a failure that needs several operators: the named operator with everything it depends on (the cut that
+    # localisation found already wrong when it named it), before ddmin cuts further
+    if anchors and len(keep) > 2 and s.can_run():
+        upstream = sorted({frozenset(base.upstream(k)) for k in anchors if k in keep}, key=len)
+        hit = cut.first([(u, None) for u in upstream if 1 < len(u) < len(keep)])
+        if hit is not None:
+            take(sorted(hit[0][0]), hit[1], "the named operator with what it depends on")
             keep = sorted(hit[0][0])
     # ddmin: each chunk kept alone, then each chunk removed; granularity doubles up to one node at a time
     n = 2
