@@ -251,3 +251,29 @@ def test_budget_is_respected(ort_engine):
     assert red.reduced is inst and red.tried == 2 and red.confirmed  # the check and the confirmation only
     assert any("before the graph pass" in n for n in red.notes)
     assert red.before["operators"] == red.after["operators"] == 11
+
+
+def test_a_multi_operator_failure_is_cut_to_its_named_operator_with_what_it_depends_on():
+    """ONNX Runtime drops the float16 rounding of Cast-Neg-Cast (each alone passes); behind it a LayerNormalization
+    and a Relu, beside it a branch joined by an Add. Localisation names the second Cast (its first wrong value), and
+    the first graph step keeps the Cast with what it depends on: the three operators of the bug."""
+    target = "onnxruntime"
+    nodes = [h.make_node("Cast", ["x"], ["a"], to=T.FLOAT16), h.make_node("Neg", ["a"], ["b"]),
+             h.make_node("Cast", ["b"], ["c"], to=T.FLOAT), h.make_node("Abs", ["x"], ["d"]),
+             h.make_node("Add", ["c", "d"], ["e"]),
+             h.make_node("LayerNormalization", ["e", "scale", "bias"], ["f"], axis=-1),
+             h.make_node("Relu", ["f"], ["y"])]
+    g = h.make_graph(nodes, "trip", [h.make_tensor_value_info("x", T.FLOAT, [4, 16])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [4, 16])],
+                     [nh.from_array(np.ones(16, np.float32), "scale"), nh.from_array(np.zeros(16, np.float32), "bias")])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 8
+    inst = G.instance_from_model(model, [np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32)])
+    inst.call["localise"] = True
+    run = in_process(target)
+    out, sig = sig_of(run, inst, target)
+    assert sig == "onnxruntime|compare|onnx::Cast (in a graph)|value mismatch", sig
+    red = reduce_instance(inst, target, sig, run=run, modules=get(target).modules, budget=60)
+    assert red.confirmed, red.notes
+    assert node_types(red.reduced) == ["Cast", "Neg", "Cast"]
+    assert red.steps[0]["what"].startswith("the named operator with what it depends on: 7 -> 3"), red.steps
