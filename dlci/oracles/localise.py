@@ -10,13 +10,14 @@ worker localises the failure on the same target (:func:`localise`):
    is the culprit: the finding names it, and an error that grew across many operators never counts, because the
    culprit's own error is measured from exact inputs;
 2. when no operator fails alone, the failure needs several of them (fusion, layout propagation, constant folding,
-   shape inference across nodes): ``multi_operator`` is set and the operator named is the earliest whose output is
-   already wrong when the graph is cut after it (else the one whose output is wrong), so one bug followed by
-   different operators is one finding. Such a wrong output must first survive the **conditioning check**: the whole graph's float64 reference, evaluated
-   again with its inputs and weights moved by a few float32 rounding steps (relative 2**-20), must stay within the
-   oracle's tolerance; when a legitimately perturbed computation would fail the oracle too, the output is
-   ill-conditioned at these inputs (a sign flip before a discontinuity, an amplified cancellation) and the test is
-   not judged (invalid: "ill-conditioned"), never reported.
+   shape inference across nodes) and ``multi_operator`` is set. A wrong output must first survive the
+   **conditioning check**: the whole graph's float64 reference, evaluated again with its inputs, weights and every
+   intermediate value moved by a float32 rounding step or so (relative 2**-20), must stay within the oracle's
+   tolerance; when a legitimately perturbed computation would fail the oracle too, the output is ill-conditioned at
+   these inputs (a sign flip before a discontinuity, an amplified cancellation, a long sum into a cosine) and the
+   test is not judged (invalid: "ill-conditioned"), never reported. The operator named is then the earliest whose
+   output is already wrong when the graph is cut after it (else the one whose output is wrong; for a crash, the
+   node the message names), so one bug followed by different operators is one finding.
 
 Small graphs (a reduced finding) get every operator checked alone, so a finding can say that each operator alone
 passes. The result is ``Outcome.localised``: {"operator", "node", "multi_operator", "alone": {node: status},
