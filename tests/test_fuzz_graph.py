@@ -330,3 +330,45 @@ def test_a_long_float32_sum_feeding_a_cosine_is_ill_conditioned_and_a_plain_grap
 
     assert "ill-conditioned" in judged("Cos")
     assert judged("Relu") == ""
+
+
+def test_a_crash_localised_to_one_operator_is_what_that_operator_says_alone():
+    """OpenVINO's ONNX frontend goes on after a LayerNormalization it cannot convert (a scale of the input's whole
+    shape) and fails again on the Conv that reads it, listing the Conv first: the graph's failure is localised to
+    the LayerNormalization and takes its message alone, so it is one finding with the LayerNormalization's own
+    test, and the reduction's first candidate (the operator alone) keeps the signature."""
+    pytest.importorskip("openvino")
+    from onnx import TensorProto, helper, numpy_helper
+    from dlci.findings import signature
+    from dlci.reduce.graph import instance_from_model
+    from dlci.targets import get
+    from dlci.testcase import execute
+    rng = np.random.default_rng(0)
+
+    def model(conv: bool):
+        nodes = [helper.make_node("LayerNormalization", ["x", "s", "b"], ["n"], axis=-1, epsilon=0.1)]
+        inits = [numpy_helper.from_array(rng.standard_normal((1, 4, 8, 8)).astype(np.float32), name)
+                 for name in ("s", "b")]
+        out = "n"
+        if conv:
+            nodes.append(helper.make_node("Conv", ["n", "W"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+            inits.append(numpy_helper.from_array(rng.standard_normal((2, 4, 3, 3)).astype(np.float32), "W"))
+            out = "y"
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 2 if conv else 4, 8, 8])],
+                              inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+        m.ir_version = 8
+        return m
+
+    x = rng.standard_normal((1, 4, 8, 8)).astype(np.float32)
+    outs = []
+    for conv in (False, True):
+        inst = instance_from_model(model(conv), [x])
+        inst.call["localise"] = True
+        outs.append(execute(inst, "openvino.onnx"))
+    alone, graph = outs
+    assert alone.status == graph.status == "crash" and graph.op == "onnx::LayerNormalization"
+    assert graph.message.lstrip("- ").startswith("Conv"), graph.message[:80]  # what the converter says first
+    modules = get("openvino.onnx").modules
+    assert signature(graph, modules) == signature(alone, modules)

@@ -149,10 +149,21 @@ def localise(instance, target_name: str, out: Outcome, ref, ref64, execute: Call
                     node=view.label(named) if named is not None else "", multi_operator=True)
     info["seconds"] = round(time.perf_counter() - t0, 3)
     if out.status == CRASH:
-        info["message"] = anonymised(out.message, view)
+        # a culprit's crash is what it says alone (its own view: its inputs are inputs): a converter that goes on
+        # after a failed node and fails again downstream (OpenVINO lists both) is then the culprit's one finding,
+        # and the reduction's first candidate, the culprit alone, keeps the signature
+        info["message"] = (_own_message(*culprit_alone) if culprit_alone is not None else None) \
+            or anonymised(out.message, view)
     out.localised = info
     if out.status in (CRASH, INCONSISTENT):
         out.op = info["operator"]
+
+
+def _own_message(cand, alone: Outcome) -> str | None:
+    try:
+        return anonymised(alone.message, _view(cand))
+    except Exception:  # noqa: BLE001 - the whole graph's message stands
+        return None
 
 
 def _earliest_wrong(view, end: int, target_name: str, execute: Callable, seed: int) -> tuple[int | None, int]:
