@@ -662,7 +662,38 @@ def quantized_outputs(instance: Instance, ref: list[np.ndarray]) -> set[int]:
 
 
 def uncompared_outputs(instance: Instance) -> set[int]:
+    graph = _output_producers(instance)
+    if graph is not None:  # a graph of several operators: by the operator that computes each output
+        return {j for j, p in enumerate(graph) if p is not None and p[1] in unspecified_outputs(p[0])}
     return unspecified_outputs(instance.op)
+
+
+def _output_producers(instance: Instance) -> list[tuple[str, int, dict] | None] | None:
+    """For a graph of several operators (onnx_model, torch_graph): per graph output, (operator, output position,
+    attributes) of the node that computes it (None for an input passed through); None for a single operator, whose
+    instance's operator and parameters speak for its outputs. A graph instance's ``op`` is one of its operators:
+    its index outputs are not the graph's (a TopK before a Cast would leave the Cast's output unjudged)."""
+    kind = instance.call.get("kind")
+    if kind == "torch_graph":
+        spec = instance.call.get("graph") or {}
+        nodes = [(n.get("op", ""), list(n.get("outputs", [])), dict(n.get("attrs") or {}))
+                 for n in spec.get("nodes", [])]
+        outputs = list(spec.get("outputs", []))
+    elif kind == "onnx_model" and "model" in instance.arrays:
+        import dlci.reduce.edit as E
+        from onnx import helper
+        model = E.load_onnx(instance.arrays)
+        if len(model.graph.node) < 2:
+            return None
+        nodes = [(n.op_type, list(n.output), {a.name: helper.get_attribute_value(a) for a in n.attribute
+                                               if a.name == "sorted"}) for n in model.graph.node]
+        outputs = [o.name for o in model.graph.output]
+    else:
+        return None
+    if len(nodes) < 2:
+        return None
+    where = {y: (op, j, attrs) for op, ys, attrs in nodes for j, y in enumerate(ys) if y}
+    return [where.get(o) for o in outputs]
 
 
 def unspecified_outputs(op: str) -> set[int]:
@@ -674,6 +705,12 @@ def unspecified_outputs(op: str) -> set[int]:
 def shape_only_outputs(instance: Instance, n_outputs: int | None = None) -> set[int]:
     """Output positions that must be compared by shape and dtype only: index outputs of argmax, sort, topk, max(dim)
     ...; every output of an operator whose values are undefined (empty, empty_like, new_empty, empty_strided)."""
+    graph = _output_producers(instance)
+    if graph is not None:  # a graph of several operators: by the operator that computes each output
+        positions = {j for j, p in enumerate(graph) if p is not None and (
+            p[1] in _INDEX_OUTPUTS.get(p[0], ()) or
+            (p[0] in _UNSORTED_TOPK and p[1] == 0 and p[2].get("sorted") in (0, False)))}
+        return {p for p in positions if n_outputs is None or p < n_outputs}
     base = op_base_name(instance.op)
     if base in VALUES_UNDEFINED:
         return set(range(n_outputs if n_outputs is not None else 1))
