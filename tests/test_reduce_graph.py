@@ -270,10 +270,14 @@ def test_a_multi_operator_failure_is_cut_to_its_named_operator_with_what_it_depe
     model.ir_version = 8
     inst = G.instance_from_model(model, [np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32)])
     inst.call["localise"] = True
-    run = in_process(target)
+    log = []
+    run = in_process(target, log)
     out, sig = sig_of(run, inst, target)
     assert sig == "onnxruntime|compare|onnx::Cast (in a graph)|value mismatch", sig
+    log.clear()
     red = reduce_instance(inst, target, sig, run=run, modules=get(target).modules, budget=60)
     assert red.confirmed, red.notes
     assert node_types(red.reduced) == ["Cast", "Neg", "Cast"]
     assert red.steps[0]["what"].startswith("the named operator with what it depends on: 7 -> 3"), red.steps
+    # after the whole graph's check, no Cast alone (each passed alone in localisation): the cut comes first
+    assert [n for n, _ in log[:2]] == [7, 3], log

@@ -503,8 +503,10 @@ def graph_pass(s) -> None:
         s.accept("graph", f"{how}: {len(keep)} -> {len(new_keep)} operators (kept {_describe(base, new_keep)})",
                  cand)
 
-    # the operator the signature names, alone: the usual answer, one batch
-    if anchors and s.can_run():
+    # the operator the signature names, alone: the usual answer, one batch — but not for a failure localisation
+    # found needs several operators (each alone passed there)
+    multi = len(parts) >= 3 and parts[2].endswith(LOCALISED_IN_GRAPH)
+    if anchors and not multi and s.can_run():
         hit = cut.first([(frozenset({k}), None) for k in sorted(anchors)])
         if hit is not None:
             take(sorted(hit[0][0]), hit[1], "the named operator alone")
