@@ -59,7 +59,7 @@ def test_a_multi_operator_bug_is_localised_reduced_to_its_operators_and_reproduc
     assert subprocess.run([sys.executable, str(script)], capture_output=True).returncode == 1
     report_md = (tmp_path / "report.md").read_text()
     assert "multi-operator only" in report_md
-    assert "no operator fails alone; the error names `onnx::GatherElements`" in report_md
+    assert "no operator alone fails this way; the error names `onnx::GatherElements`" in report_md
 
 
 def test_dlci_fuzz_writes_findings_with_coverage_and_a_rejecting_target_is_unsupported(tmp_path, monkeypatch):

@@ -177,11 +177,11 @@ def _graph_lines(f: dict) -> list[str]:
     ops = " -> ".join(g.get("node_types") or []) or "?"
     if g.get("multi_operator") and g.get("node") and f.get("oracle") == "inconsistency":
         cut = g.get("cut_after") or {}
-        where = (f"no operator fails alone; the first wrong value is `{g['localised_to']}`'s (node {g['node']}"
+        where = (f"no operator alone fails this way; the first wrong value is `{g['localised_to']}`'s (node {g['node']}"
                  + (": the graph cut after it already fails)" if cut.get("wrong") == g["node"] else
                     ": the failing output)"))
     elif g.get("multi_operator") and g.get("node"):
-        where = f"no operator fails alone; the error names `{g['localised_to']}` (node {g['node']})"
+        where = f"no operator alone fails this way; the error names `{g['localised_to']}` (node {g['node']})"
     else:
         where = (f"localised to `{g['localised_to']}` (node {g.get('node')})" if g.get("node") else
                  "no single operator fails this way (and no node is named by the error)")
