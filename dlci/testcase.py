@@ -9,7 +9,8 @@ import os
 import re
 import sys
 import time
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
@@ -400,18 +401,45 @@ def _run_group(group: list, target, packer, hook, results: dict) -> None:
     errors: list = []
     value = _target_stages(target, packed, inputs, preps[0].instance.seed, probe, hook, errors=errors)
     if value is None or len(value) != sum(n_out):
-        if not _take_out_owners(group, target, packer, hook, results, probe, packed, n_in) \
+        batch = _Batch(group, packed, inputs, n_in, n_out, exported, t0, packed_s)
+        if not _take_out_owners(batch, target, packer, hook, results, probe) \
                 and not _take_out_converting(group, target, packer, hook, results, probe, errors, n_in):
             _split(group, target, packer, hook, results, probe.message, probe)
         return
-    share = (time.perf_counter() - t0) / len(group)
+    _judge_members(_Batch(group, packed, inputs, n_in, n_out, exported, t0, packed_s), value, probe, target, hook,
+                   results)
+
+
+@dataclass
+class _Batch:
+    """A packed group as :func:`_run_group` built it: its members, the packed model and what locates a member's
+    inputs and outputs in it."""
+    group: list
+    packed: Any
+    inputs: list
+    n_in: list[int]
+    n_out: list[int]
+    exported: list      # per member, (ref, ref64) from the packed export, or None
+    t0: float           # when packing began
+    packed_s: float     # seconds packing took
+
+
+def _judge_members(batch: _Batch, value: list, probe: Outcome, target, hook, results: dict,
+                   skip: frozenset = frozenset()) -> None:
+    """Each member's outputs of a packed run judged on their own (``skip``: members already decided); one that does
+    not pass is run again alone, whose outcome counts."""
+    group, n_out, packed_s = batch.group, batch.n_out, batch.packed_s
+    judged = len(group) - len(skip)
+    share = (time.perf_counter() - batch.t0) / len(group)
     pos = 0
-    for (k, prep, out, prepared_s), n, ref in zip(group, n_out, exported):
+    for index, ((k, prep, out, prepared_s), n, ref) in enumerate(zip(group, n_out, batch.exported)):
         member = value[pos:pos + n]
         pos += n
+        if index in skip:
+            continue
         out.timings["model"] = out.timings.get("model", 0.0) + packed_s / len(group)
         for stage in ("convert", "compile", "run"):
-            out.timings[stage] = probe.timings.get(stage, 0.0) / len(group)
+            out.timings[stage] = probe.timings.get(stage, 0.0) / judged
         out.batch = len(group)
         if ref is not None:
             prep.ref, prep.ref64 = ref
@@ -426,23 +454,43 @@ def _run_group(group: list, target, packer, hook, results: dict) -> None:
         results[k] = out
 
 
-def _take_out_owners(group: list, target, packer, hook, results: dict, probe: Outcome, packed, n_in) -> bool:
+def _take_out_owners(batch: _Batch, target, packer, hook, results: dict, probe: Outcome) -> bool:
     """The target called the packed model unsupported and listed what it cannot convert: the members whose own
     graph holds one of those nodes (``Packer.owners``: 'linalg_lu_solve.default' is aten::lu_solve's, which no
-    operator name in the message says) are unsupported as they are alone, and the others are packed again. False
-    where the form or the message cannot tell, or the owners are none or all of the group."""
+    operator name in the message says) are unsupported as they are alone. The others run in the same packed model
+    with those nodes stood in for (:func:`_run_standing_in`), or are packed again. False where the form or the
+    message cannot tell, or the owners are none or all of the group."""
+    group = batch.group
     names = target.unsupported_nodes(probe.message or "") if probe.status == UNSUPPORTED else set()
     if not names or packer.owners is None:
         return False
     try:
-        owned = packer.owners(packed, n_in, names)
+        owned = packer.owners(batch.packed, batch.n_in, names)
     except Exception:  # noqa: BLE001 - a program the owners' search cannot read: group testing decides
         return False
     if not owned or len(owned) >= len(group):
         return False
     for k in sorted(owned):
         _unsupported_member(group[k], probe, len(group), results)
-    _run_group([item for k, item in enumerate(group) if k not in owned], target, packer, hook, results)
+    if not _run_standing_in(batch, frozenset(owned), names, target, hook, results):
+        _run_group([item for k, item in enumerate(group) if k not in owned], target, packer, hook, results)
+    return True
+
+
+def _run_standing_in(batch: _Batch, owned: frozenset, names: set[str], target, hook, results: dict) -> bool:
+    """The packed model converted again with each node the target cannot convert replaced by a stand-in of its
+    shape and type (``Target.convert_standing_in``), so that the other members run without a second export: the
+    stood-in nodes and everything computed from them belong to the members in ``owned`` (members share no node),
+    whose outputs are not read. False, with nothing decided, where the target has no stand-ins or the packed model
+    still fails with them (a stand-in's consumer may not accept it): the caller packs the others again."""
+    stand_in = target.standing_in(names)
+    if stand_in is None:
+        return False
+    probe = Outcome(instance_id=batch.group[0][1].instance.id, op="", target=target.name, status=PASS)
+    value = _target_stages(stand_in, batch.packed, batch.inputs, batch.group[0][1].instance.seed, probe, hook)
+    if value is None or len(value) != sum(batch.n_out):
+        return False
+    _judge_members(batch, value, probe, target, hook, results, skip=owned)
     return True
 
 

@@ -226,3 +226,44 @@ def test_a_member_holding_a_node_the_target_lists_as_unsupported_is_taken_out_by
     assert batched["aten::conv_transpose3d"].status != PASS and batched["aten::conv_transpose3d"].batch == 1
     assert all(batched[op].status == PASS and batched[op].batch == 4 for op in ("aten::abs", "aten::add",
                                                                               "aten::neg", "aten::relu"))
+
+
+def test_the_others_run_in_the_same_packed_program_with_the_unsupported_node_stood_in(monkeypatch):
+    """After the member holding a node TVM cannot convert is taken out (aten::lu_solve's linalg_lu_solve), the
+    others run in the program already exported, that node converted to zeros of its shape: no second export, and
+    each member reported as alone. Members share no node, so the stand-in reaches no other member's output."""
+    pytest.importorskip("torch")
+    from dlci.models import pack
+    target = "tvm.from_exported_program"
+    ops = ["aten::abs", "aten::add", "aten::lu_solve", "aten::neg", "aten::relu"]
+    insts = sources.load("opinfo", ops=ops, limit_per_op=1)
+    assert len(insts) == len(ops)
+    exports = []
+    real = pack.pack_exported_program
+    monkeypatch.setitem(pack.PACKERS, "exported_program", dataclasses.replace(
+        pack.PACKERS["exported_program"], pack=lambda *a: exports.append(1) or real(*a)))
+    models.clear_cache()
+    batched = {o.op: o for o in execute_batch(insts, target)}
+    assert len(exports) == 1  # before: a second export of the four others
+    models.clear_cache()
+    alone = {i.op: execute(i, target) for i in insts}
+    assert {op: (o.status, o.stage, o.symptom) for op, o in batched.items()} \
+        == {op: (o.status, o.stage, o.symptom) for op, o in alone.items()}
+    assert batched["aten::lu_solve"].status == UNSUPPORTED and batched["aten::lu_solve"].batch == 5
+    assert all(batched[op].status == PASS and batched[op].batch == 5 for op in ("aten::abs", "aten::add",
+                                                                              "aten::neg", "aten::relu"))
+    # the stand-in is zeros of the node's shape: a graph made of it alone converts and runs
+    import torch
+    from tvm.relax.frontend.torch import from_exported_program
+
+    class Erfinv(torch.nn.Module):
+        def forward(self, x):
+            return torch.erfinv(x) + 1
+
+    ep = torch.export.export(Erfinv(), (torch.zeros(3, 2),))
+    with pytest.raises(Exception, match="Unsupported function types"):
+        from_exported_program(ep)
+    stood = get(target).standing_in({"erfinv.default"})
+    x = np.full((3, 2), 0.5, np.float32)
+    out = stood.run(stood.compile(stood.convert(ep, [x])), [x])
+    assert np.array_equal(out[0], np.ones((3, 2), np.float32))

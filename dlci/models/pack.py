@@ -268,7 +268,8 @@ def exported_program_owners(ep: Any, n_in: list[int], names: set[str]) -> set[in
     functions an operator decomposes into, linalg_lu_solve for aten::lu_solve). A member that holds one fails
     alone on the same node: decomposing is per node."""
     found: set[int] = set()
-    for program in (ep, ep.run_decompositions()):
+    from dlci.models.torch_export import decomposed
+    for program in (ep, decomposed(ep)):
         for node in program.graph.nodes:
             name = getattr(node.target, "__name__", "") if node.op == "call_function" else ""
             if name and (name in names or name.removesuffix(".default") in names):

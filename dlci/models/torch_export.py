@@ -97,3 +97,19 @@ def memoise_cia_ops() -> None:
     for module in (utils, *callers):
         if getattr(module, "_collect_all_valid_cia_ops", None) is original:
             module._collect_all_valid_cia_ops = collect
+
+
+def decomposed(ep: Any) -> Any:
+    """``ep.run_decompositions()`` (torch's default table: core ATen), computed once per program and kept on it.
+    TVM's from_exported_program decomposes the program it is given; when it calls a packed program's nodes
+    unsupported, the search for the members that own them reads the same decomposition (~0.5 s a call, a third of
+    it torch re-registering its composite kernels). The program is never changed after export, so the kept one
+    stays right."""
+    kept = getattr(ep, "_dlci_decomposed", None)
+    if kept is None:
+        kept = ep.run_decompositions()
+        try:
+            ep._dlci_decomposed = kept
+        except AttributeError:  # a program type that takes no attributes: decomposed again next time
+            pass
+    return kept

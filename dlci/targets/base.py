@@ -134,6 +134,14 @@ class Target:
         a run alone (dlci.models.pack.Packer.owners). By default the operators it lists."""
         return self.unsupported_operators(message)
 
+    def standing_in(self, names: set[str]) -> "Target | None":
+        """This target converting with each graph node of ``names`` (what :meth:`unsupported_nodes` read from its
+        message) replaced by a stand-in of the node's shape and type, or None where it cannot. A packed batch whose
+        conversion failed on those nodes runs its other members so, without being exported again: the stood-in
+        nodes belong to members reported unsupported, whose outputs are not read (dlci.testcase._run_standing_in).
+        """
+        return None
+
     def convert(self, model: Any, inputs: Sequence[np.ndarray]) -> Any:
         raise NotImplementedError
 

@@ -67,9 +67,56 @@ class TVMFromExportedProgram(_TVM):
     reaches = ("tvm:frontend.exported_program", "tvm:relax", "tvm:topi", "tvm:tir", "tvm:codegen.llvm",
                "pytorch:eager", "pytorch:export", "pytorch:decompositions")
 
+    stand_ins: frozenset = frozenset()  # node names converted to zeros of their shape (standing_in)
+
     def convert(self, ep: Any, inputs: Sequence[np.ndarray]) -> Any:
         from tvm.relax.frontend.torch import from_exported_program
-        return from_exported_program(ep)
+        custom = {name: _zeros_like_node for name in self.stand_ins}
+        if _decomposes_itself(ep):  # what TVM would do first, done here once per program (models.torch_export)
+            from dlci.models.torch_export import decomposed
+            return from_exported_program(decomposed(ep), run_ep_decomposition=False, custom_convert_map=custom)
+        return from_exported_program(ep, custom_convert_map=custom)
+
+    def standing_in(self, names: set[str]) -> "Target | None":
+        import copy
+        stand_in = copy.copy(self)
+        stand_in.stand_ins = frozenset(names)
+        return stand_in
+
+
+def _zeros_like_node(node: Any, importer: Any) -> Any:
+    """A stand-in for a node TVM cannot convert: zeros of its shape and type (a tuple of them for several
+    outputs), from torch.export's metadata. A symbolic shape raises, and the batch is packed again instead."""
+    from tvm import relax
+
+    def zeros(v):
+        return relax.op.zeros(relax.ShapeExpr([int(d) for d in v.shape]), importer._convert_data_type(str(v.dtype)))
+    val = node.meta["val"]
+    if isinstance(val, (list, tuple)):
+        return importer.block_builder.emit(relax.Tuple([zeros(v) for v in val]))
+    return importer.block_builder.emit(zeros(val))
+
+
+def _decomposes_itself(ep: Any) -> bool:
+    """Whether TVM's from_exported_program runs torch's default decomposition on ``ep`` before translating it (as
+    it decides: unless a buffer, parameter or constant is not a strided tensor); False where this TVM cannot be told
+    not to."""
+    import inspect
+    import itertools
+
+    import torch
+    from tvm.relax.frontend.torch import from_exported_program
+    if "run_ep_decomposition" not in inspect.signature(from_exported_program).parameters:
+        return False
+
+    def sparse(t) -> bool:
+        try:
+            return isinstance(t, torch.Tensor) and t.layout != torch.strided
+        except RuntimeError:
+            return False
+    tensors = itertools.chain((t for _, t in ep.named_buffers()), (t for _, t in ep.named_parameters()),
+                    ep.constants.values(), getattr(ep, "tensor_constants", {}).values())
+    return not any(sparse(t) for t in tensors)
 
 
 @register
