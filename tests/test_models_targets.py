@@ -1,6 +1,11 @@
 """Model templates, targets and testcase.execute against the real frameworks (no mocks)."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -287,3 +292,21 @@ def test_bfloat16_values_reach_openvino_as_bfloat16(target):
     compiled = t.compile(t.convert(models.build(inst, t.form), [x]))
     out = t.run(compiled, [x])[0]
     assert out.dtype == ml_dtypes.bfloat16 and (out.astype(np.float32) == np.maximum(x.astype(np.float32), 0)).all()
+
+
+def test_openvino_sends_no_usage_telemetry_from_dlci_even_outside_ci(tmp_path):
+    """OpenVINO's converter decides once per process whether to send a usage event per conversion (and wait on the
+    network for it): with dlci's OpenVINO targets imported it does not, with CI unset and no consent file (a fresh
+    HOME), where OpenVINO alone would."""
+    pytest.importorskip("openvino")
+    pytest.importorskip("openvino_telemetry")
+    probe = ("import sys\n{imports}\nfrom openvino.tools.ovc.telemetry_utils import init_ovc_telemetry\n"
+             "sys.exit(0 if init_ovc_telemetry().consent else 3)\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "TF_BUILD", "JENKINS_URL")}
+    env["HOME"] = str(tmp_path)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    plain = subprocess.run([sys.executable, "-c", probe.format(imports="")], env=env, capture_output=True, text=True)
+    ours = subprocess.run([sys.executable, "-c", probe.format(imports="import dlci.targets.openvino")], env=env,
+                          capture_output=True, text=True)
+    assert plain.returncode == 0, plain.stderr[-2000:]  # OpenVINO alone: consent, it sends
+    assert ours.returncode == 3, ours.stderr[-2000:]

@@ -19,6 +19,23 @@ _PLUGIN = re.compile(r"Unsupported operation of type|from unsupported opset|does
                      r"Unsupported precision|has unsupported precision", re.I)
 
 
+def telemetry_off() -> None:
+    """OpenVINO's converter sends a usage event for every conversion, and waits on the network for it, unless it
+    runs in CI: turned on here with openvino_telemetry's own CI switch (what GitHub Actions' CI=true does) rather
+    than by setting CI, which torch reads too. dlci's workers convert thousands of models; with telemetry on,
+    openvino.pytorch ran 80 valid tests a minute one test per model on this machine, 1,047 without
+    (benchmarks/throughput.py). Idempotent; nothing is changed where the package is absent or differs."""
+    try:
+        from openvino_telemetry.utils.opt_in_checker import OptInChecker
+    except ImportError:
+        return
+    if callable(getattr(OptInChecker, "_run_in_ci", None)):
+        OptInChecker._run_in_ci = staticmethod(lambda: True)
+
+
+telemetry_off()  # before the first conversion: the telemetry is a singleton that decides once
+
+
 class _OpenVINO(Target):
     package = "openvino"
     modules = ("openvino",)
