@@ -63,3 +63,20 @@ def test_a_hanging_reproducer_costs_its_timeout_and_the_pool_starts_another_inte
         except ProcessLookupError:
             alive = False
         assert not alive
+
+
+def test_a_warm_check_sends_no_openvino_telemetry(tmp_path):
+    """The warm interpreter turns OpenVINO's usage telemetry off before anything (dlci/targets/_openvino_quiet.py,
+    run by path: the check's environment need not import dlci): an OpenVINO reproducer does not wait on the
+    network for a usage event. CI unset and a fresh HOME: OpenVINO alone would send."""
+    import pytest
+    pytest.importorskip("openvino_telemetry")
+    pytest.importorskip("openvino")
+    script = tmp_path / "repro.py"
+    script.write_text("import sys\nfrom openvino.tools.ovc.telemetry_utils import init_ovc_telemetry\n"
+                      "print('consent', init_ovc_telemetry().consent)\nsys.exit(0 if init_ovc_telemetry().consent "
+                      "else 1)\n")
+    env = {k: v for k, v in scrubbed_env({"HOME": str(tmp_path)}).items() if k not in ("CI", "PYTHONPATH")}
+    with WarmPool(env, 1, LIGHT) as pool:
+        got = pool.run(script, 60)
+    assert got is not None and got.returncode == 1 and "consent False" in got.stdout, got

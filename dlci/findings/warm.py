@@ -24,10 +24,14 @@ from pathlib import Path
 from dlci.exec import cancel
 
 PRELOAD = ("numpy", "torch", "tvm", "onnx", "onnxruntime")
+# run first in a warm interpreter, by path (the revision's environment may not import dlci): what a reproducer
+# computes does not depend on it, and an OpenVINO reproducer otherwise waits on the network for a usage event
+_SETUP = Path(__file__).resolve().parent.parent / "targets" / "_openvino_quiet.py"
 
 # the warm interpreter: imports PRELOAD (whatever of it is installed), then forks one child per request line
 _SERVER = r"""
 import importlib, json, os, runpy, sys, traceback
+runpy.run_path(sys.argv.pop(1), run_name="__main__")  # dlci/targets/_openvino_quiet.py: no usage telemetry
 for name in sys.argv[1:]:
     try:
         importlib.import_module(name)
@@ -87,7 +91,7 @@ class _Interpreter:
     """One warm interpreter; one check at a time."""
 
     def __init__(self, env: dict, preload: tuple[str, ...] = PRELOAD, ready_within: float = 120.0):
-        self.proc = subprocess.Popen([sys.executable, "-c", _SERVER, *preload], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-c", _SERVER, str(_SETUP), *preload], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
                                      start_new_session=True)
         with cancel._lock:  # a cancelled run kills it (and the check it is running) with the other children

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from dlci.targets._common import NOT_SUPPORTED, chain
+from dlci.targets._openvino_quiet import telemetry_off
 from dlci.targets.base import Target, register
 
 # frontends list ops they have no translator for: "-- No conversion rule found for operations: aten::i0";
@@ -19,21 +20,7 @@ _PLUGIN = re.compile(r"Unsupported operation of type|from unsupported opset|does
                      r"Unsupported precision|has unsupported precision", re.I)
 
 
-def telemetry_off() -> None:
-    """OpenVINO's converter sends a usage event for every conversion, and waits on the network for it, unless it
-    runs in CI: turned on here with openvino_telemetry's own CI switch (what GitHub Actions' CI=true does) rather
-    than by setting CI, which torch reads too. dlci's workers convert thousands of models; with telemetry on,
-    openvino.pytorch ran 80 valid tests a minute one test per model on this machine, 1,047 without
-    (benchmarks/throughput.py). Idempotent; nothing is changed where the package is absent or differs."""
-    try:
-        from openvino_telemetry.utils.opt_in_checker import OptInChecker
-    except ImportError:
-        return
-    if callable(getattr(OptInChecker, "_run_in_ci", None)):
-        OptInChecker._run_in_ci = staticmethod(lambda: True)
-
-
-telemetry_off()  # before the first conversion: the telemetry is a singleton that decides once
+telemetry_off()  # before the first conversion
 
 
 class _OpenVINO(Target):
