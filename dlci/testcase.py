@@ -400,14 +400,13 @@ def _run_group(group: list, target, packer, hook, results: dict) -> None:
     inputs = [x for p in preps for x in p.inputs]
     errors: list = []
     value = _target_stages(target, packed, inputs, preps[0].instance.seed, probe, hook, errors=errors)
+    batch = _Batch(group, packed, inputs, n_in, n_out, exported, t0, packed_s)
     if value is None or len(value) != sum(n_out):
-        batch = _Batch(group, packed, inputs, n_in, n_out, exported, t0, packed_s)
         if not _take_out_owners(batch, target, packer, hook, results, probe) \
                 and not _take_out_converting(group, target, packer, hook, results, probe, errors, n_in):
             _split(group, target, packer, hook, results, probe.message, probe)
         return
-    _judge_members(_Batch(group, packed, inputs, n_in, n_out, exported, t0, packed_s), value, probe, target, hook,
-                   results)
+    _judge_members(batch, value, probe, target, hook, results)
 
 
 @dataclass
@@ -479,7 +478,7 @@ def _take_out_owners(batch: _Batch, target, packer, hook, results: dict, probe: 
 
 def _run_standing_in(batch: _Batch, owned: frozenset, names: set[str], target, hook, results: dict) -> bool:
     """The packed model converted again with each node the target cannot convert replaced by a stand-in of its
-    shape and type (``Target.convert_standing_in``), so that the other members run without a second export: the
+    shape and type (``Target.standing_in``), so that the other members run without a second export: the
     stood-in nodes and everything computed from them belong to the members in ``owned`` (members share no node),
     whose outputs are not read. False, with nothing decided, where the target has no stand-ins or the packed model
     still fails with them (a stand-in's consumer may not accept it): the caller packs the others again."""

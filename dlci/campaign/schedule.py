@@ -7,8 +7,8 @@ ends having tried a few dozen instances. Here each arm is charged the worker sec
 at the arm's mean cost so far) and the next test comes from the arm with the least charge per unit of weight (stride
 scheduling), so every arm gets its share of time and the cheap ones run many more tests within it. The weight grows
 with what an arm yields (distinct failure signatures per minute of its own time; one before it finds any) and with
-the share of its tests that are valid, so the budget drifts to where bugs are found without starving the rest. Within an arm the tests keep the
-plan's order (OPERA's diversity order)."""
+the share of its tests that are valid, so the budget drifts to where bugs are found without starving the rest.
+Within an arm the tests keep the plan's order (OPERA's diversity order)."""
 from __future__ import annotations
 
 import time

@@ -1,8 +1,8 @@
 """OpenVINO's usage telemetry, off in dlci's processes. Its converter sends a usage event for every conversion and
 waits on the network for it unless it runs in CI. This turns on openvino_telemetry's own CI switch rather than
 setting CI, which torch reads too. dlci's workers convert thousands of models: with it on, openvino.pytorch ran 80
-valid tests a minute one test per model on this machine, 1,047 with it off (benchmarks/throughput.py); a reproducer
-of an OpenVINO finding ran 6.5 s instead of 3.4 s.
+valid tests a minute one test per model on this machine, 960-1,178 with it off (benchmarks/throughput.py, three
+runs); a reproducer of an OpenVINO finding ran 6.5 s instead of 3.4 s.
 
 Imports nothing of dlci: the warm interpreters that check reproducers (dlci.findings.warm) run this file by path.
 Running it (or calling :func:`telemetry_off`) before the first conversion is what counts: the telemetry is a

@@ -114,8 +114,9 @@ def _decomposes_itself(ep: Any) -> bool:
             return isinstance(t, torch.Tensor) and t.layout != torch.strided
         except RuntimeError:
             return False
+    # TVM's own check is a function local to from_exported_program (_has_sparse_tensors): not importable
     tensors = itertools.chain((t for _, t in ep.named_buffers()), (t for _, t in ep.named_parameters()),
-                    ep.constants.values(), getattr(ep, "tensor_constants", {}).values())
+                              ep.constants.values(), getattr(ep, "tensor_constants", {}).values())
     return not any(sparse(t) for t in tensors)
 
 
