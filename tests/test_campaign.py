@@ -219,3 +219,26 @@ def test_tests_that_repeat_a_passing_trace_wait_for_the_rest():
     rest = list(it)
     assert [t.instance.op for t in rest] == ["onnx::Add", "onnx::Add"] + ["onnx::Relu"] * 3
     assert sorted(map(id, first + rest)) == sorted(map(id, plan))
+
+
+def test_reproducer_checks_are_owed_by_what_each_signatures_test_costs_alone():
+    """Testing stops to leave time for the reproducer checks: what they owe follows each signature's test run
+    alone (its confirmation, not the share of a batch that found it), so a cheap signature reserves little and an
+    expensive one much — a flat figure per signature ended a broad run's testing 90 s before it had to."""
+    from dlci.campaign.stages import RENDER_SECONDS, REPRO_CHECK_OVERHEAD, reproducers_owed
+    from dlci.campaign.state import Campaign
+    from dlci.outcome import CRASH, Outcome
+
+    campaign = Campaign(instances={}, targets={"t": type("T", (), {"modules": ()})()})
+    cheap = Outcome("a", "onnx::Relu", "t", CRASH, "convert", "ValueError", "relu", seconds=0.01)
+    slow = Outcome("b", "onnx::Conv", "t", CRASH, "convert", "KeyError", "conv", seconds=0.05)  # a batch's share
+    sig_cheap, sig_slow = campaign.record(cheap, None), campaign.record(slow, None)
+    assert sig_cheap and sig_slow and sig_cheap != sig_slow
+    assert campaign.test_seconds_alone[sig_slow] == 0.05
+    campaign.record(Outcome("b", "onnx::Conv", "t", CRASH, "convert", "KeyError", "conv", seconds=4.0), sig_slow)
+    assert campaign.confirm_state[sig_slow] == "confirmed"
+    assert campaign.test_seconds_alone[sig_slow] == 4.0  # the confirmation ran alone: its cost is the check's
+    one = reproducers_owed(campaign, [sig_cheap], workers=2)
+    both = reproducers_owed(campaign, [sig_cheap, sig_slow], workers=2)
+    assert one == RENDER_SECONDS + (REPRO_CHECK_OVERHEAD + 0.01) / 2
+    assert both - one == RENDER_SECONDS + (REPRO_CHECK_OVERHEAD + 4.0) / 2

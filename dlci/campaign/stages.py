@@ -205,10 +205,8 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
         return job
 
     def checks_owed() -> float:
-        """Seconds the reproducers of the signatures found so far will take to check alone, as many at once as
-        there are workers."""
-        found = sum(1 for state in campaign.confirm_state.values() if state != "flaky")
-        return found * REPRO_CHECK_SECONDS / max(1, options.workers)
+        return reproducers_owed(campaign, [s for s, state in campaign.confirm_state.items() if state != "flaky"],
+                                options.workers)
 
     def jobs() -> Iterator[Job]:
         for test in steered or scheduler or tests:
@@ -280,6 +278,7 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
                     f"{len(campaign.failures)} failure signatures, {len(campaign.confirmed())} confirmed")
 
         budget = options.budget or 0.0
+        started = time.monotonic()
         deadline = until if until is not None else time.monotonic() + budget
         info = engine.run(jobs(), on_result, deadline=deadline)
         campaign.interrupted = _cancelled(info)
@@ -298,6 +297,7 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
             more = engine.run(confirm_jobs(), on_result, deadline=grace)
             campaign.interrupted = _cancelled(more)
         campaign.engine_info = _info_dict(info)
+        campaign.phase_seconds["testing"] = time.monotonic() - started
         if scheduler is not None:
             campaign.arms = scheduler.stats()
 
@@ -322,7 +322,8 @@ def reduce(findings: list[Finding], campaign: Campaign, engine: Engine, options:
     left; ``hard_until``: the reproducer checks of all findings keep their time before it."""
     from dlci.reduce import engine_runner, reduce_instance
     if hard_until is not None and options.check_repros and until is not None:
-        until = min(until, hard_until - 1.2 * len(findings) * REPRO_CHECK_SECONDS / max(1, options.workers))
+        owed = reproducers_owed(campaign, [campaign.base_signature(f.signature) for f in findings], options.workers)
+        until = min(until, hard_until - 1.2 * owed)
     # a failure that needs several operators first: the hardest to cut down by hand, and what no single-operator
     # test finds; a single operator's failure in a graph is cut to that operator in one step — so the first get
     # MULTI_OPERATOR_SHARE times the time of the others
@@ -475,14 +476,26 @@ def _reduction_summary(red) -> dict | None:
 
 # -- reproduce --------------------------------------------------------------------------------------------------
 
-# a reproducer run alone in a child of a warm interpreter (dlci.findings.warm): 1.5 s a check on a loaded machine,
-# against 4-12 s in a fresh interpreter importing torch and the target (benchmarks/repro_checks.py)
-REPRO_CHECK_SECONDS = 1.5
+# a reproducer run alone in a child of a warm interpreter (dlci.findings.warm) costs what its test costs alone plus
+# this much (the fork, the script's inputs and fp64 reference, its log): 133 checks of a broad run took 0.5 worker
+# seconds each beyond their tests' 0.1 (a fresh interpreter importing torch and the target: 4-12 s,
+# benchmarks/repro_checks.py)
+REPRO_CHECK_OVERHEAD = 0.45
+RENDER_SECONDS = 0.1  # rendering one reproducer (and its test in the repository's style), in dlci's own process
 CHECK_SHARE = 0.7  # of the time left before the hard deadline that owed reproducer checks may take before testing
 # stops (the rest: confirmations, reduction, the report)
 FALLBACKS = 2  # larger instances a finding's reproducer falls back to before the finding is dropped
 REPRO_TIMEOUT = 600.0  # seconds a reproducer may run alone
 MIN_CHECK_SECONDS = 10.0  # a check that cannot get this long before the deadline is not started
+
+
+def reproducers_owed(campaign: Campaign, signatures: Iterable[str], workers: int) -> float:
+    """Wall seconds rendering and checking the reproducers of these signatures will take, the checks as many at once
+    as there are workers: each check costs what its test took alone (``Campaign.test_seconds_alone``) plus a warm
+    interpreter's overhead. An OpenVINO or TVM test that converts for 2 s owes more than an ONNX Runtime one of 10 ms."""
+    signatures = list(signatures)
+    checks = sum(REPRO_CHECK_OVERHEAD + campaign.test_seconds_alone.get(s, 0.0) for s in signatures)
+    return len(signatures) * RENDER_SECONDS + checks / max(1, workers)
 
 
 def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, *, env: dict | None = None,
@@ -500,6 +513,7 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
     (out / "repro").mkdir(parents=True, exist_ok=True)
     paths = {}
     seen: set[str] = set()
+    t0 = time.monotonic()
     for f in findings:
         while f.id in seen:  # the two parts of a split finding: each needs a script of its own
             f.id += "b"
@@ -511,6 +525,7 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
             f.repro, f.repro_checked = "", False
             f.message += f"\n(dlci could not render a reproducer: {type(e).__name__}: {e})"
         _render_test_style(f, campaign, options)
+    campaign.phase_seconds["render"] = time.monotonic() - t0
     unreproduced: list[dict] = []
     if options.check_repros and not campaign.interrupted:
         def run_alone(path: Path) -> bool | None:
@@ -554,6 +569,7 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
         # as many at once as there were workers; a device target's reproducers one at a time, after the others: alone
         # on the device, no other test's memory or timing beside them
         on_device = {id(f) for f in findings if getattr(campaign.targets.get(f.target), "on_accelerator", False)}
+        t0 = time.monotonic()
         with WarmPool(scrubbed_env(env), max(1, options.workers)) as warm, \
                 ThreadPoolExecutor(max(1, options.workers)) as pool:
             list(pool.map(check, [f for f in findings if id(f) not in on_device]))
@@ -561,12 +577,15 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
         for f in findings:
             if id(f) in on_device:
                 check(f)
+        campaign.phase_seconds["check"] = time.monotonic() - t0
+        t0 = time.monotonic()
         with ThreadPoolExecutor(max(1, options.workers)) as pool:
             # the standalone script alone decides whether a finding is reported: every finding's is checked first,
             # the tests in the repository's style with the time that is left
             from dlci.findings.test_style import pytest_available
             if pytest_available():
                 list(pool.map(check_test_style, findings))
+        campaign.phase_seconds["check_test_style"] = time.monotonic() - t0
         unreproduced = [f.to_dict() for f in findings if f.repro_checked is False]
         findings = [f for f in findings if f.repro_checked is not False]
     for f in unreproduced:  # their scripts (and test-style tests) stay for triage, under a name that says so

@@ -25,6 +25,10 @@ class Campaign:
     failures: dict[str, list[Outcome]] = field(default_factory=lambda: defaultdict(list))  # signature -> outcomes
     confirm_state: dict[str, str] = field(default_factory=dict)  # signature -> pending|confirmed|flaky
     confirm_tries: Counter = field(default_factory=Counter)
+    # signature -> seconds one of its tests took alone (its confirmation run; until then the test that found it):
+    # what checking its reproducer will cost beyond a warm interpreter's fixed overhead
+    test_seconds_alone: dict[str, float] = field(default_factory=dict)
+    phase_seconds: dict[str, float] = field(default_factory=dict)  # wall seconds per stage after testing (checks...)
     flaky: list[dict] = field(default_factory=list)
     interrupted: bool = False
     engine_info: dict = field(default_factory=dict)
@@ -97,6 +101,7 @@ class Campaign:
         sig = self.signature(outcome)
         self.failures[sig].append(outcome)
         if sig not in self.confirm_state:
+            self.test_seconds_alone[sig] = outcome.seconds
             self.confirm_state[sig] = "pending"
             self.confirm_tries[sig] += 1
             return sig
@@ -104,6 +109,7 @@ class Campaign:
 
     def _confirmed(self, sig: str, rerun: Outcome) -> str | None:
         if F.is_failure(rerun) and self.signature(rerun) == sig:
+            self.test_seconds_alone[sig] = rerun.seconds  # a confirmation runs alone, never in a batch
             self.confirm_state[sig] = "confirmed"
             self.confirmed_at[sig] = time.time()
             self.first_confirmed_at = self.first_confirmed_at or self.confirmed_at[sig]
@@ -159,6 +165,8 @@ class Campaign:
             "engine": self.engine_info,
             **({"arms": self.arms} if self.arms else {}),
             **({"ended_early": self.ended_early} if self.ended_early else {}),
+            **({"phase_seconds": {k: round(v, 1) for k, v in self.phase_seconds.items()}}
+               if self.phase_seconds else {}),
             **({"targets_not_on_runner": dict(sorted(self.not_on_runner.items()))} if self.not_on_runner else {}),
             **({"devices": dict(sorted(self.devices.items()))} if self.devices else {}),
             **({"device_notes": dict(sorted(self.device_notes.items()))} if self.device_notes else {}),
