@@ -174,3 +174,31 @@ def test_an_arm_whose_first_tests_are_unsupported_is_not_starved_by_yielding_arm
 def _k(test) -> int:
     """A simulated test's position in its arm."""
     return int(test.instance.id.split("-")[1])
+
+
+def test_the_arm_that_yields_most_gets_the_most_time_and_barren_arms_little(monkeypatch):
+    """A broad run's shape (broad10): TVM from_fx × opinfo finds a new signature every dozen tests, ONNX Runtime
+    five in its first 1,250, ten arms nothing at all. There, weights capped at 8 with a prior that did not fade gave
+    the yielding arms the same time and the barren ones half of it; capped at 16, with a prior that fades as an arm
+    spends time, the richest arm gets most and the barren ones a small share each (the cap alone set back to 8 shows
+    the difference)."""
+    from dlci.campaign import schedule
+    spec = {("tvm.from_fx", "opinfo"): 20000, ("onnxruntime", "onnx_node"): 20000,
+            **{(f"barren{n}", "s"): 500 for n in range(10)}}
+    cost = {"tvm.from_fx": 0.03, "onnxruntime": 0.015}
+
+    def run() -> dict:
+        got = _simulate(CostAware(_tests(spec)), lambda t: cost.get(t.target, 1.0),
+                        new=lambda t: (t.target == "tvm.from_fx" and _k(t) % 12 == 0)
+                        or (t.target == "onnxruntime" and _k(t) % 250 == 0 and _k(t) < 1250), seconds=360.0)
+        return {target: len(ids) * cost.get(target, 1.0) for (target, _), ids in got.items()}
+    seconds = run()
+    assert seconds["tvm.from_fx"] > 2 * seconds["onnxruntime"], seconds
+    each = [v for k, v in seconds.items() if k.startswith("barren")]
+    assert 2 <= min(each) and max(each) < 0.2 * seconds["tvm.from_fx"], seconds  # a share each, a small one
+    with monkeypatch.context() as m:
+        m.setattr(schedule, "MAX_WEIGHT", 8.0)
+        capped = run()
+    # capped at 8, the richest arm is held back and every barren arm gets more
+    assert seconds["tvm.from_fx"] > 1.3 * capped["tvm.from_fx"], (seconds, capped)
+    assert max(each) < min(v for k, v in capped.items() if k.startswith("barren")), (seconds, capped)

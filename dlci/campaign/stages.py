@@ -297,9 +297,14 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
             more = engine.run(confirm_jobs(), on_result, deadline=grace)
             campaign.interrupted = _cancelled(more)
         campaign.engine_info = _info_dict(info)
-        campaign.phase_seconds["testing"] = time.monotonic() - started
+        _add_phase(campaign, "testing", started)
         if scheduler is not None:
             campaign.arms = scheduler.stats()
+
+
+def _add_phase(campaign: Campaign, phase: str, since: float) -> None:
+    """Wall seconds of a phase since ``since``, added to what earlier calls of it took (a scan tests twice)."""
+    campaign.phase_seconds[phase] = campaign.phase_seconds.get(phase, 0.0) + time.monotonic() - since
 
 
 def _cancelled(info) -> bool:
@@ -492,7 +497,7 @@ MIN_CHECK_SECONDS = 10.0  # a check that cannot get this long before the deadlin
 def reproducers_owed(campaign: Campaign, signatures: Iterable[str], workers: int) -> float:
     """Wall seconds rendering and checking the reproducers of these signatures will take, the checks as many at once
     as there are workers: each check costs what its test took alone (``Campaign.test_seconds_alone``) plus a warm
-    interpreter's overhead. An OpenVINO or TVM test that converts for 2 s owes more than an ONNX Runtime one of 10 ms."""
+    interpreter's overhead: a TVM test that compiles for 2 s owes more than an ONNX Runtime one of 10 ms."""
     signatures = list(signatures)
     checks = sum(REPRO_CHECK_OVERHEAD + campaign.test_seconds_alone.get(s, 0.0) for s in signatures)
     return len(signatures) * RENDER_SECONDS + checks / max(1, workers)
@@ -525,7 +530,7 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
             f.repro, f.repro_checked = "", False
             f.message += f"\n(dlci could not render a reproducer: {type(e).__name__}: {e})"
         _render_test_style(f, campaign, options)
-    campaign.phase_seconds["render"] = time.monotonic() - t0
+    _add_phase(campaign, "render", t0)
     unreproduced: list[dict] = []
     if options.check_repros and not campaign.interrupted:
         def run_alone(path: Path) -> bool | None:
@@ -577,7 +582,7 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
         for f in findings:
             if id(f) in on_device:
                 check(f)
-        campaign.phase_seconds["check"] = time.monotonic() - t0
+        _add_phase(campaign, "check", t0)
         t0 = time.monotonic()
         with ThreadPoolExecutor(max(1, options.workers)) as pool:
             # the standalone script alone decides whether a finding is reported: every finding's is checked first,
@@ -585,7 +590,7 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
             from dlci.findings.test_style import pytest_available
             if pytest_available():
                 list(pool.map(check_test_style, findings))
-        campaign.phase_seconds["check_test_style"] = time.monotonic() - t0
+        _add_phase(campaign, "check_test_style", t0)
         unreproduced = [f.to_dict() for f in findings if f.repro_checked is False]
         findings = [f for f in findings if f.repro_checked is not False]
     for f in unreproduced:  # their scripts (and test-style tests) stay for triage, under a name that says so
