@@ -225,7 +225,7 @@ def test_reproducer_checks_are_owed_by_what_each_signatures_test_costs_alone():
     """Testing stops to leave time for the reproducer checks: what they owe follows each signature's test run
     alone (its confirmation, not the share of a batch that found it), so a cheap signature reserves little and an
     expensive one much — a flat figure per signature ended a broad run's testing 90 s before it had to."""
-    from dlci.campaign.stages import RENDER_SECONDS, REPRO_CHECK_OVERHEAD, reproducers_owed
+    from dlci.campaign.stages import FRESH_CHECK_SECONDS, RENDER_SECONDS, REPRO_CHECK_OVERHEAD, reproducers_owed
     from dlci.campaign.state import Campaign
     from dlci.outcome import CRASH, Outcome
 
@@ -242,3 +242,8 @@ def test_reproducer_checks_are_owed_by_what_each_signatures_test_costs_alone():
     both = reproducers_owed(campaign, [sig_cheap, sig_slow], workers=2)
     assert one == RENDER_SECONDS + (REPRO_CHECK_OVERHEAD + 0.01) / 2
     assert both - one == RENDER_SECONDS + (REPRO_CHECK_OVERHEAD + 4.0) / 2
+    # a device target's reproducer is checked in a fresh interpreter, alone after the others: it owes that whole
+    campaign.targets["cuda"] = type("T", (), {"modules": (), "on_accelerator": True})()
+    on_device = campaign.record(Outcome("c", "onnx::Relu", "cuda", CRASH, "run", "ValueError", "relu", seconds=0.01),
+                                None)
+    assert reproducers_owed(campaign, [on_device], workers=2) >= FRESH_CHECK_SECONDS

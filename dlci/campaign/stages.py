@@ -486,6 +486,7 @@ def _reduction_summary(red) -> dict | None:
 # seconds each beyond their tests' 0.1 (a fresh interpreter importing torch and the target: 4-12 s,
 # benchmarks/repro_checks.py)
 REPRO_CHECK_OVERHEAD = 0.45
+FRESH_CHECK_SECONDS = 8.0  # a reproducer checked in a fresh interpreter (a device target's)
 RENDER_SECONDS = 0.1  # rendering one reproducer (and its test in the repository's style), in dlci's own process
 CHECK_SHARE = 0.7  # of the time left before the hard deadline that owed reproducer checks may take before testing
 # stops (the rest: confirmations, reduction, the report)
@@ -499,8 +500,13 @@ def reproducers_owed(campaign: Campaign, signatures: Iterable[str], workers: int
     as there are workers: each check costs what its test took alone (``Campaign.test_seconds_alone``) plus a warm
     interpreter's overhead: a TVM test that compiles for 2 s owes more than an ONNX Runtime one of 10 ms."""
     signatures = list(signatures)
-    checks = sum(REPRO_CHECK_OVERHEAD + campaign.test_seconds_alone.get(s, 0.0) for s in signatures)
-    return len(signatures) * RENDER_SECONDS + checks / max(1, workers)
+
+    def check(sig: str) -> float:
+        target = campaign.targets.get(sig.split("|", 1)[0])
+        # a device target's reproducer runs in a fresh interpreter, one at a time after the others
+        fresh = FRESH_CHECK_SECONDS * max(1, workers) if getattr(target, "on_accelerator", False) else 0.0
+        return REPRO_CHECK_OVERHEAD + fresh + campaign.test_seconds_alone.get(sig, 0.0)
+    return len(signatures) * RENDER_SECONDS + sum(map(check, signatures)) / max(1, workers)
 
 
 def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, *, env: dict | None = None,

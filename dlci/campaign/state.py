@@ -28,7 +28,7 @@ class Campaign:
     # signature -> seconds one of its tests took alone (its confirmation run; until then the test that found it):
     # what checking its reproducer will cost beyond a warm interpreter's fixed overhead
     test_seconds_alone: dict[str, float] = field(default_factory=dict)
-    phase_seconds: dict[str, float] = field(default_factory=dict)  # wall seconds per stage after testing (checks...)
+    phase_seconds: dict[str, float] = field(default_factory=dict)  # wall seconds per phase: testing, render, checks
     flaky: list[dict] = field(default_factory=list)
     interrupted: bool = False
     engine_info: dict = field(default_factory=dict)
