@@ -403,7 +403,7 @@ def _run_group(group: list, target, packer, hook, results: dict) -> None:
     batch = _Batch(group, packed, inputs, n_in, n_out, exported, t0, packed_s)
     if value is None or len(value) != sum(n_out):
         if not _take_out_owners(batch, target, packer, hook, results, probe) \
-                and not _take_out_converting(group, target, packer, hook, results, probe, errors, n_in):
+                and not _take_out_converting(batch, target, packer, hook, results, probe, errors):
             _split(group, target, packer, hook, results, probe.message, probe)
         return
     _judge_members(batch, value, probe, target, hook, results)
@@ -457,53 +457,82 @@ def _take_out_owners(batch: _Batch, target, packer, hook, results: dict, probe: 
     """The target called the packed model unsupported and listed what it cannot convert: the members whose own
     graph holds one of those nodes (``Packer.owners``: 'linalg_lu_solve.default' is aten::lu_solve's, which no
     operator name in the message says) are unsupported as they are alone. The others run in the same packed model
-    with those nodes stood in for (:func:`_run_standing_in`), or are packed again. False where the form or the
-    message cannot tell, or the owners are none or all of the group."""
+    with those nodes stood in for (:func:`_others_standing_in`). False where the form or the message cannot tell,
+    or the owners are none or all of the group."""
     group = batch.group
     names = target.unsupported_nodes(probe.message or "") if probe.status == UNSUPPORTED else set()
-    if not names or packer.owners is None:
-        return False
-    try:
-        owned = packer.owners(batch.packed, batch.n_in, names)
-    except Exception:  # noqa: BLE001 - a program the owners' search cannot read: group testing decides
-        return False
+    owned = _owners(batch, packer, names)
     if not owned or len(owned) >= len(group):
         return False
     for k in sorted(owned):
         _unsupported_member(group[k], probe, len(group), results)
-    if not _run_standing_in(batch, frozenset(owned), names, target, hook, results):
-        _run_group([item for k, item in enumerate(group) if k not in owned], target, packer, hook, results)
+    _others_standing_in(batch, owned, frozenset(names), frozenset(), target, packer, hook, results)
     return True
 
 
-def _run_standing_in(batch: _Batch, owned: frozenset, names: set[str], target, hook, results: dict) -> bool:
-    """The packed model converted again with each node the target cannot convert replaced by a stand-in of its
-    shape and type (``Target.standing_in``), so that the other members run without a second export: the
-    stood-in nodes and everything computed from them belong to the members in ``owned`` (members share no node),
-    whose outputs are not read. False, with nothing decided, where the target has no stand-ins or the packed model
-    still fails with them (a stand-in's consumer may not accept it): the caller packs the others again."""
-    stand_in = target.standing_in(names)
-    if stand_in is None:
-        return False
-    probe = Outcome(instance_id=batch.group[0][1].instance.id, op="", target=target.name, status=PASS)
-    value = _target_stages(stand_in, batch.packed, batch.inputs, batch.group[0][1].instance.seed, probe, hook)
-    if value is None or len(value) != sum(batch.n_out):
-        return False
-    _judge_members(batch, value, probe, target, hook, results, skip=owned)
-    return True
+def _owners(batch: _Batch, packer, names: set[str]) -> frozenset[int]:
+    if not names or packer.owners is None:
+        return frozenset()
+    try:
+        return frozenset(packer.owners(batch.packed, batch.n_in, names))
+    except Exception:  # noqa: BLE001 - a program the owners' search cannot read: group testing decides
+        return frozenset()
 
 
-def _take_out_converting(group: list, target, packer, hook, results: dict, probe: Outcome, errors: list,
-                         n_in) -> bool:
+def _take_out_converting(batch: _Batch, target, packer, hook, results: dict, probe: Outcome, errors: list) -> bool:
     """The target's converter raised while translating a graph node of one member (dlci.models.pack.
-    converting_member): that member runs alone, the others are packed again. False when no member is known."""
-    from dlci.models.pack import converting_member
-    k = converting_member(errors[0], n_in) if errors and probe.stage == "convert" else None
-    if k is None or not 0 <= k < len(group) or len(group) < 2:
+    converting_node): that member runs alone, and the others run in the same packed model with that member's
+    nodes stood in for (:func:`_others_standing_in`). False when no member is known."""
+    from dlci.models.pack import converting_node, member_nodes
+    found = converting_node(errors[0], batch.n_in) if errors and probe.stage == "convert" else None
+    if found is None or not 0 <= found[0] < len(batch.group) or len(batch.group) < 2:
         return False
-    _alone(group[k], target, hook, results)
-    _run_group(group[:k] + group[k + 1:], target, packer, hook, results)
+    k, node = found
+    _alone(batch.group[k], target, hook, results)
+    _others_standing_in(batch, frozenset({k}), frozenset(), member_nodes(node.graph, batch.n_in, {k}), target,
+                        packer, hook, results)
     return True
+
+
+def _others_standing_in(batch: _Batch, owned: frozenset, names: frozenset, nodes: frozenset, target, packer,
+                        hook, results: dict) -> None:
+    """The members not in ``owned`` (decided already) run in the packed model converted again with the nodes the
+    target cannot convert (``names``: every node of those functions) and the nodes of members whose node crashed
+    the converter (``nodes``) replaced by stand-ins of their shape and type (``Target.standing_in``): no second
+    export. The stood-in nodes and everything computed from them belong to ``owned`` (members share no node),
+    whose outputs are not read. A conversion that fails again on another member's node decides that member the
+    same way and stands it in too; where the target has no stand-ins, or the model fails in a way no member
+    explains (a stand-in's consumer may not accept it), the undecided members are packed again."""
+    group = batch.group
+    from dlci.models.pack import converting_node, member_nodes
+    while len(owned) < len(group):
+        stand_in = target.standing_in(set(names), nodes)
+        if stand_in is None:
+            break
+        probe = Outcome(instance_id=group[0][1].instance.id, op="", target=target.name, status=PASS)
+        errors: list = []
+        value = _target_stages(stand_in, batch.packed, batch.inputs, group[0][1].instance.seed, probe, hook,
+                               errors=errors)
+        if value is not None and len(value) == sum(batch.n_out):
+            _judge_members(batch, value, probe, target, hook, results, skip=owned)
+            return
+        more_names = set(target.unsupported_nodes(probe.message or "")) - names \
+            if probe.status == UNSUPPORTED else set()
+        more = _owners(batch, packer, more_names) - owned
+        if more:
+            if len(owned | more) >= len(group):
+                break
+            for k in sorted(more):
+                _unsupported_member(group[k], probe, len(group), results)
+            owned, names = owned | more, names | more_names
+            continue
+        found = converting_node(errors[0], batch.n_in) if errors and probe.stage == "convert" else None
+        if found is None or found[0] in owned or not 0 <= found[0] < len(group) or len(owned) + 1 >= len(group):
+            break
+        k, node = found
+        _alone(group[k], target, hook, results)
+        owned, nodes = owned | {k}, nodes | member_nodes(node.graph, batch.n_in, {k})
+    _run_group([item for k, item in enumerate(group) if k not in owned], target, packer, hook, results)
 
 
 def _split(group: list, target, packer, hook, results: dict, failure: str, probe: Outcome | None = None) -> None:

@@ -217,14 +217,21 @@ def test_a_member_holding_a_node_the_target_lists_as_unsupported_is_taken_out_by
     ops = ["aten::abs", "aten::add", "aten::lu_solve", "aten::neg", "aten::conv_transpose3d", "aten::relu"]
     insts = sources.load("opinfo", ops=ops, limit_per_op=1)
     assert len(insts) == len(ops)
+    from dlci.models import pack
+    exports = []
+    real = pack.pack_exported_program
+    monkeypatch.setitem(pack.PACKERS, "exported_program", dataclasses.replace(
+        pack.PACKERS["exported_program"], pack=lambda *a: exports.append(1) or real(*a)))
+    models.clear_cache()
     batched = {o.op: o for o in execute_batch(insts, target)}
+    assert len(exports) == 1  # before: again for the five others, again for the four after conv_transpose3d
     models.clear_cache()
     alone = {i.op: execute(i, target) for i in insts}
     assert {op: (o.status, o.stage, o.symptom) for op, o in batched.items()} \
         == {op: (o.status, o.stage, o.symptom) for op, o in alone.items()}
     assert batched["aten::lu_solve"].status == UNSUPPORTED and batched["aten::lu_solve"].batch == 6
     assert batched["aten::conv_transpose3d"].status != PASS and batched["aten::conv_transpose3d"].batch == 1
-    assert all(batched[op].status == PASS and batched[op].batch == 4 for op in ("aten::abs", "aten::add",
+    assert all(batched[op].status == PASS and batched[op].batch == 6 for op in ("aten::abs", "aten::add",
                                                                               "aten::neg", "aten::relu"))
 
 
@@ -267,3 +274,15 @@ def test_the_others_run_in_the_same_packed_program_with_the_unsupported_node_sto
     x = np.full((3, 2), 0.5, np.float32)
     out = stood.run(stood.compile(stood.convert(ep, [x])), [x])
     assert np.array_equal(out[0], np.ones((3, 2), np.float32))
+    # one node of a function stood in (a member whose node crashed the converter), its other nodes as TVM converts
+    class TwoRelus(torch.nn.Module):
+        def forward(self, x, y):
+            return torch.relu(x) + 1, torch.relu(y) * 2
+
+    ep = torch.export.export(TwoRelus(), (torch.zeros(3, 2), torch.zeros(3, 2)))
+    relus = [n for n in ep.graph.nodes if n.op == "call_function" and n.target.__name__ == "relu.default"]
+    assert len(relus) == 2
+    stood = get(target).standing_in(set(), frozenset({("relu.default", relus[0].name)}))
+    y = np.array([[-1, 2], [3, -4], [5, 6]], np.float32)
+    out = stood.run(stood.compile(stood.convert(ep, [x, y])), [x, y])
+    assert np.array_equal(out[0], np.ones((3, 2), np.float32)) and np.array_equal(out[1], np.maximum(y, 0) * 2)

@@ -310,3 +310,23 @@ def test_openvino_sends_no_usage_telemetry_from_dlci_even_outside_ci(tmp_path):
                           capture_output=True, text=True)
     assert plain.returncode == 0, plain.stderr[-2000:]  # OpenVINO alone: consent, it sends
     assert ours.returncode == 3, ours.stderr[-2000:]
+
+
+def test_seeding_draws_as_torch_manual_seed_does_and_quiet_restores_the_loggers():
+    import logging
+
+    import torch
+    torch.manual_seed(7)
+    expected = torch.rand(4)
+    torch.manual_seed(0)
+    models.seed_all(7)
+    assert torch.equal(torch.rand(4), expected)
+    chatty = logging.getLogger("torch.onnx")
+    before = chatty.level
+    with models.quiet():
+        assert chatty.getEffectiveLevel() == logging.ERROR and not chatty.isEnabledFor(logging.WARNING)
+        with models.quiet():  # nested: nothing to change
+            assert chatty.level == logging.ERROR
+        assert chatty.level == logging.ERROR
+    assert chatty.level == before and chatty.isEnabledFor(logging.WARNING) == (chatty.getEffectiveLevel()
+                                                                              <= logging.WARNING)

@@ -57,3 +57,18 @@ def test_export_caches_off_leaves_the_exporter_as_torch_ships_it(monkeypatch):
     with torch_export.shared_torchlib_registry():
         assert _registration.ONNXRegistry.__dict__["from_torchlib"] is not shipped
     assert _registration.ONNXRegistry.__dict__["from_torchlib"] is shipped
+
+
+def test_operator_annotations_spelled_by_typing_decompose_as_torch_ships_it(monkeypatch):
+    """torch._ops given typing.Callable (memoised subscriptions, the same type): the same decomposition."""
+    import collections.abc
+    import typing
+
+    import torch._ops
+    module = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.GELU(), torch.nn.LayerNorm(3)).eval()
+    ep = torch.export.export(module, (torch.randn(2, 4),))
+    monkeypatch.setattr(torch._ops, "Callable", collections.abc.Callable)  # as torch ships it
+    shipped = str(ep.run_decompositions().graph)
+    torch_export._typing_callable_in_ops()
+    assert torch._ops.Callable is typing.Callable and isinstance(len, torch._ops.Callable)
+    assert str(ep.run_decompositions().graph) == shipped

@@ -124,7 +124,10 @@ def seed_all(seed: int = 0) -> None:
     import sys
     if "torch" in sys.modules:
         import torch
-        torch.manual_seed(seed)
+        if torch.cuda.is_available():
+            torch.manual_seed(seed)  # the GPU's generators too
+        else:  # torch.manual_seed would queue a seeding for each absent device kind, with its stack (~1 ms a call)
+            torch.default_generator.manual_seed(seed)
     if "keras" in sys.modules:
         import keras
         keras.utils.set_random_seed(seed % 2**32)
@@ -133,19 +136,32 @@ def seed_all(seed: int = 0) -> None:
 @contextlib.contextmanager
 def quiet():
     """Silence the chatter of exporters (torch.onnx prints progress, warns about torchvision, ...)."""
-    loggers = [logging.getLogger(n) for n in ("torch.onnx", "torch._dynamo", "torch._inductor", "torch.export",
-                                               "onnxscript", "tensorflow", "absl")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
+    changed = [(lg, lg.level) for lg in map(logging.getLogger, _CHATTY_LOGGERS) if lg.level < logging.ERROR]
+    _set_levels([(lg, logging.ERROR) for lg, _ in changed])  # nothing to do when nested in another quiet()
     buf = io.StringIO()
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(buf):
             warnings.simplefilter("ignore")
             yield
     finally:
-        for lg, lv in zip(loggers, levels):
-            lg.setLevel(lv)
+        _set_levels(changed)
+
+
+_CHATTY_LOGGERS = ("torch.onnx", "torch._dynamo", "torch._inductor", "torch.export", "onnxscript", "tensorflow",
+                   "absl")
+
+
+def _set_levels(levels: list) -> None:
+    """Logger.setLevel for each, with the loggers' level cache cleared once, not once per logger (each clear
+    walks every logger of the process: a few ms per quiet() with torch, OpenVINO and TVM loaded)."""
+    clear = getattr(logging.Logger.manager, "_clear_cache", None)
+    for lg, level in levels:
+        if clear is None:
+            lg.setLevel(level)
+        else:
+            lg.level = level
+    if levels and clear is not None:
+        clear()
 
 
 class _TempDir:

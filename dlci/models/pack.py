@@ -169,24 +169,37 @@ def culprits(exc: BaseException, module: Any) -> list[int]:
 def _translated_member(frames: list, n_in: list[int]) -> int | None:
     """The member of the graph node (a frame's local ``node``) being translated in these frames, the outermost
     frame that names one first."""
+    found = _translated_node(frames, n_in)
+    return None if found is None else found[0]
+
+
+def _translated_node(frames: list, n_in: list[int]) -> tuple[int, Any] | None:
     for frame in frames:
         node = frame.f_locals.get("node")
         if type(node).__name__ == "Node" and type(node).__module__ == "torch.fx.node":
             k = _node_member(node, n_in)
             if k is not None:
-                return k
+                return k, node
     return None
 
 
-def converting_member(exc: BaseException, n_in: list[int]) -> int | None:
-    """The member whose graph node a target's converter was translating when it raised ``exc`` (TVM's importers
+def converting_node(exc: BaseException, n_in: list[int]) -> tuple[int, Any] | None:
+    """(member, graph node) that a target's converter was translating when it raised ``exc`` (TVM's importers
     hand each torch.fx node to a function taking ``node``); None when no frame holds one of the packed graph."""
     frames = []
     tb = exc.__traceback__
     while tb is not None:
         frames.append(tb.tb_frame)
         tb = tb.tb_next
-    return _translated_member(frames, n_in)
+    return _translated_node(frames, n_in)
+
+
+def member_nodes(graph: Any, n_in: list[int], members: set[int]) -> frozenset[tuple[str, str]]:
+    """(function name, node name) of each call of ``graph`` (a packed program's) that computes on one of
+    ``members`` alone (:func:`_node_member`): what stands in for those members while the others run."""
+    return frozenset((node.target.__name__, node.name) for node in graph.nodes
+                     if node.op == "call_function" and hasattr(node.target, "__name__")
+                     and _node_member(node, n_in) in members)
 
 
 def _undispatchable(graph: Any, registry: Any, n_in: list[int]) -> set[int]:

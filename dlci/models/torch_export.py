@@ -9,6 +9,10 @@ process here, so that many small exports (one per test, or one per packed batch)
   computed from that can change at run time: the C++ dispatcher's CIA registrations and the operator namespaces.
   A new custom operator (torch.library registers it with the dispatcher) changes the key, so the set is computed
   again. (torch itself already keeps the aten namespace's part for the life of the process.)
+- :func:`_typing_callable_in_ops`: ``run_decompositions`` registers and removes a Python kernel for each of ~1,100
+  composite operators on every call (``OperatorBase.py_impl``), and each registration evaluates its inner
+  function's annotations, two ``collections.abc.Callable[_P, _T]`` subscriptions that are not memoised: ~25 % of
+  decomposing a small program. torch._ops is given ``typing.Callable``, whose subscriptions typing memoises.
 
 Both leave the exporters' output unchanged; where torch lacks the hook, nothing is patched.
 ``DLCI_EXPORT_CACHES=off`` leaves torch as it ships (what benchmarks/throughput.py measures the engine against as
@@ -78,6 +82,7 @@ def memoise_cia_ops() -> None:
         callers = [importlib.import_module(name) for name in _CIA_CALLERS]
     except (ImportError, AttributeError):
         return
+    _typing_callable_in_ops()
     if getattr(original, "dlci_memoised", False):
         return
 
@@ -97,6 +102,19 @@ def memoise_cia_ops() -> None:
     for module in (utils, *callers):
         if getattr(module, "_collect_all_valid_cia_ops", None) is original:
             module._collect_all_valid_cia_ops = collect
+
+
+def _typing_callable_in_ops() -> None:
+    """torch._ops names ``Callable`` only in annotations (of py_impl's inner function, among others): the same
+    type, as typing spells it, costs a dictionary lookup where collections.abc builds a new alias each time."""
+    import collections.abc
+    import typing
+    try:
+        import torch._ops as ops
+    except ImportError:
+        return
+    if getattr(ops, "Callable", None) is collections.abc.Callable:
+        ops.Callable = typing.Callable
 
 
 def decomposed(ep: Any) -> Any:

@@ -134,12 +134,13 @@ class Target:
         a run alone (dlci.models.pack.Packer.owners). By default the operators it lists."""
         return self.unsupported_operators(message)
 
-    def standing_in(self, names: set[str]) -> "Target | None":
+    def standing_in(self, names: set[str], nodes: frozenset = frozenset()) -> "Target | None":
         """This target converting with each graph node of ``names`` (what :meth:`unsupported_nodes` read from its
-        message) replaced by a stand-in of the node's shape and type, or None where it cannot. A packed batch whose
-        conversion failed on those nodes runs its other members so, without being exported again: the stood-in
-        nodes belong to members reported unsupported, whose outputs are not read (dlci.testcase._run_standing_in).
-        """
+        message) and each node of ``nodes`` ((function name, node name) pairs: a member's whose node crashed the
+        converter) replaced by a stand-in of the node's shape and type, or None where it cannot. A packed batch
+        whose conversion failed on such nodes runs its other members so, without being exported again: the
+        stood-in nodes belong to members decided otherwise, whose outputs are not read
+        (dlci.testcase._others_standing_in)."""
         return None
 
     def convert(self, model: Any, inputs: Sequence[np.ndarray]) -> Any:

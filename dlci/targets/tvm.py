@@ -67,20 +67,24 @@ class TVMFromExportedProgram(_TVM):
     reaches = ("tvm:frontend.exported_program", "tvm:relax", "tvm:topi", "tvm:tir", "tvm:codegen.llvm",
                "pytorch:eager", "pytorch:export", "pytorch:decompositions")
 
-    stand_ins: frozenset = frozenset()  # node names converted to zeros of their shape (standing_in)
+    stand_ins: frozenset = frozenset()       # functions whose every node converts to zeros of its shape
+    stand_in_nodes: frozenset = frozenset()  # (function, node name): those nodes only (standing_in)
 
     def convert(self, ep: Any, inputs: Sequence[np.ndarray]) -> Any:
         from tvm.relax.frontend.torch import from_exported_program
         custom = {name: _zeros_like_node for name in self.stand_ins}
+        for function in {f for f, _ in self.stand_in_nodes} - set(custom):
+            custom[function] = _zeros_for_nodes(function, frozenset(n for f, n in self.stand_in_nodes
+                                                                    if f == function))
         if _decomposes_itself(ep):  # what TVM would do first, done here once per program (models.torch_export)
             from dlci.models.torch_export import decomposed
             return from_exported_program(decomposed(ep), run_ep_decomposition=False, custom_convert_map=custom)
         return from_exported_program(ep, custom_convert_map=custom)
 
-    def standing_in(self, names: set[str]) -> "Target | None":
+    def standing_in(self, names: set[str], nodes: frozenset = frozenset()) -> "Target | None":
         import copy
         stand_in = copy.copy(self)
-        stand_in.stand_ins = frozenset(names)
+        stand_in.stand_ins, stand_in.stand_in_nodes = frozenset(names), frozenset(nodes)
         return stand_in
 
 
@@ -95,6 +99,19 @@ def _zeros_like_node(node: Any, importer: Any) -> Any:
     if isinstance(val, (list, tuple)):
         return importer.block_builder.emit(relax.Tuple([zeros(v) for v in val]))
     return importer.block_builder.emit(zeros(val))
+
+
+def _zeros_for_nodes(function: str, names: frozenset) -> Any:
+    """A converter for ``function`` that stands in for the nodes named (:func:`_zeros_like_node`) and converts
+    its other nodes as TVM does: a custom converter replaces TVM's own for every node of the function."""
+    def convert(node: Any, importer: Any) -> Any:
+        if node.name in names:
+            return _zeros_like_node(node, importer)
+        own = importer.__dict__.get("_dlci_own_converters")
+        if own is None:  # TVM's map as it builds it, before the custom converters replaced entries of it
+            own = importer.__dict__["_dlci_own_converters"] = importer.create_convert_map()
+        return own[function](node)
+    return convert
 
 
 def _decomposes_itself(ep: Any) -> bool:
