@@ -404,7 +404,7 @@ def _run_group(group: list, target, packer, hook, results: dict) -> None:
     if value is None or len(value) != sum(n_out):
         if not _take_out_owners(batch, target, packer, hook, results, probe) \
                 and not _take_out_converting(batch, target, packer, hook, results, probe, errors):
-            _split(group, target, packer, hook, results, probe.message, probe)
+            _split(group, target, packer, hook, results, probe.message, probe, batch)
         return
     _judge_members(batch, value, probe, target, hook, results)
 
@@ -535,12 +535,15 @@ def _others_standing_in(batch: _Batch, owned: frozenset, names: frozenset, nodes
     _run_group([item for k, item in enumerate(group) if k not in owned], target, packer, hook, results)
 
 
-def _split(group: list, target, packer, hook, results: dict, failure: str, probe: Outcome | None = None) -> None:
+def _split(group: list, target, packer, hook, results: dict, failure: str, probe: Outcome | None = None,
+           batch: _Batch | None = None) -> None:
     """A packed group failed as a whole. The members whose operator the failure names ("No conversion rule found
     for aten::erfinv", "Unsupported function types ['erfinv.default']") are taken out and the others are packed
-    again; when it names none (or all), the halves are packed again (group testing). A member taken out runs alone,
-    except where the target called the failure "unsupported" and lists the member's operator among those it cannot
-    convert (``Target.unsupported_operators``): that is what it says alone. Only runs alone decide a failure."""
+    again; when it names none (or all), the group is split in halves (group testing): in the model already
+    packed, where the target stands in for a member's nodes (:func:`_halves_standing_in`), else each half packed
+    again. A member taken out runs alone, except where the target called the failure "unsupported" and lists the
+    member's operator among those it cannot convert (``Target.unsupported_operators``): that is what it says
+    alone. Only runs alone decide a failure."""
     named = [item for item in group if _names_operator(failure, item[1].instance.op)]
     if named and len(named) < len(group):
         rest = [item for item in group if item not in named]
@@ -553,9 +556,52 @@ def _split(group: list, target, packer, hook, results: dict, failure: str, probe
                 _alone(item, target, hook, results)
         _run_group(rest, target, packer, hook, results)
         return
+    if batch is not None and _halves_standing_in(batch, target, hook, results):
+        return
     half = len(group) // 2
     _run_group(group[:half], target, packer, hook, results)
     _run_group(group[half:], target, packer, hook, results)
+
+
+def _halves_standing_in(batch: _Batch, target, hook, results: dict) -> bool:
+    """Group testing inside the packed model that failed: a half of the members is converted, compiled and run
+    with the nodes of all the others stood in (``Target.standing_in``), and a half that fails is halved again, so
+    that no part is exported again. A half that runs has its members judged from that run; a single member
+    that fails so runs alone. Members share no node, so a member's failure stays with its own nodes. False,
+    with nothing decided, where the target cannot stand in for the members' nodes or the model fails with all of
+    them stood in (the failure is in no member's own nodes, or in a stand-in)."""
+    from dlci.models.pack import member_nodes
+    graph = target.stand_in_graph(batch.packed)
+    group = batch.group
+    if graph is None or target.standing_in(set()) is None or len(group) < 2:
+        return False
+    nodes = [member_nodes(graph, batch.n_in, {k}) for k in range(len(group))]
+    everyone = frozenset(range(len(group)))
+
+    def run(live: frozenset):
+        stood = frozenset().union(*(nodes[k] for k in everyone - live))
+        probe = Outcome(instance_id=group[0][1].instance.id, op="", target=target.name, status=PASS)
+        value = _target_stages(target.standing_in(set(), stood), batch.packed, batch.inputs,
+                               group[0][1].instance.seed, probe, hook)
+        return (value if value is not None and len(value) == sum(batch.n_out) else None), probe
+
+    if run(frozenset())[0] is None:
+        return False
+
+    def test(live: list[int]) -> None:
+        value, probe = run(frozenset(live))
+        if value is not None:
+            _judge_members(batch, value, probe, target, hook, results, skip=everyone - set(live))
+        elif len(live) == 1:
+            _alone(group[live[0]], target, hook, results)
+        else:
+            test(live[:len(live) // 2])
+            test(live[len(live) // 2:])
+
+    members = list(range(len(group)))  # the whole failed already: its halves first
+    test(members[:len(members) // 2])
+    test(members[len(members) // 2:])
+    return True
 
 
 def _form_failed(item, exc: BaseException, text: str, size: int, results: dict) -> None:

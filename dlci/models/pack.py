@@ -195,11 +195,26 @@ def converting_node(exc: BaseException, n_in: list[int]) -> tuple[int, Any] | No
 
 
 def member_nodes(graph: Any, n_in: list[int], members: set[int]) -> frozenset[tuple[str, str]]:
-    """(function name, node name) of each call of ``graph`` (a packed program's) that computes on one of
-    ``members`` alone (:func:`_node_member`): what stands in for those members while the others run."""
-    return frozenset((node.target.__name__, node.name) for node in graph.nodes
-                     if node.op == "call_function" and hasattr(node.target, "__name__")
-                     and _node_member(node, n_in) in members)
+    """(function name, node name) of each call of ``graph`` (a packed program's) that belongs to one of
+    ``members``: it computes on that member's inputs or parameters alone (:func:`_node_member`), or on no input
+    at all and only that member's calls use it (a constant made in the graph): what stands in for those members
+    while the others run."""
+    owner: dict = {}
+    reads_input: dict = {}
+    calls = []
+    for node in graph.nodes:  # inputs come before their users
+        reads_input[node] = node.op in ("placeholder", "get_attr") or any(reads_input.get(n, True)
+                                                                        for n in node.all_input_nodes)
+        if node.op == "call_function":
+            calls.append(node)
+            owner[node] = _node_member(node, n_in)
+    for node in reversed(calls):
+        if owner[node] is None and not reads_input[node]:
+            users = {owner.get(user) for user in node.users}
+            if len(users) == 1:
+                owner[node] = users.pop()
+    return frozenset((node.target.__name__, node.name) for node in calls
+                     if owner[node] in members and hasattr(node.target, "__name__"))
 
 
 def _undispatchable(graph: Any, registry: Any, n_in: list[int]) -> set[int]:

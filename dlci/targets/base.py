@@ -143,6 +143,11 @@ class Target:
         (dlci.testcase._others_standing_in)."""
         return None
 
+    def stand_in_graph(self, model: Any) -> Any:
+        """The torch.fx graph whose node names :meth:`standing_in` reads for ``model`` (a packed model of this
+        target's form), or None where the target has none: the graph its converter walks."""
+        return None
+
     def convert(self, model: Any, inputs: Sequence[np.ndarray]) -> Any:
         raise NotImplementedError
 

@@ -81,6 +81,12 @@ class TVMFromExportedProgram(_TVM):
             return from_exported_program(decomposed(ep), run_ep_decomposition=False, custom_convert_map=custom)
         return from_exported_program(ep, custom_convert_map=custom)
 
+    def stand_in_graph(self, ep: Any) -> Any:
+        if not _decomposes_itself(ep):  # TVM decomposes it on each call: names not read from a kept graph
+            return None
+        from dlci.models.torch_export import decomposed
+        return decomposed(ep).graph
+
     def standing_in(self, names: set[str], nodes: frozenset = frozenset()) -> "Target | None":
         import copy
         stand_in = copy.copy(self)
