@@ -33,6 +33,9 @@ class Outcome:
     coverage: dict = field(default_factory=dict)  # traced converter file -> sorted lines run while converting
     digest: list = field(default_factory=list)     # per output: shape and summary numbers of what the target gave
     batch: int = 1                # tests that shared this one's convert and compile (dlci.testcase.execute_batch)
+    # the first test of its target in its worker: its seconds include the target's one-time start there (the
+    # imports and first calls of its libraries), which the scheduler does not charge to the arm (up to a bound)
+    cold: bool = False
     device: str = ""              # the accelerator a device target ran on ("cuda:0 NVIDIA H100 80GB HBM3")
     # what the device-differential oracle concluded beyond the status ("nondeterministic: 2 of 4 runs differ ..."),
     # dlci.oracles.device

@@ -282,7 +282,8 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
     """Run one test. ``trace_files``: converter source files whose executed lines are recorded while converting
     (``Outcome.coverage``), so a PR scan knows which instances reach the lines it changed."""
     target = get(target_name)
-    out = Outcome(instance_id=instance.id, op=instance.op, target=target_name, status=PASS)
+    out = Outcome(instance_id=instance.id, op=instance.op, target=target_name, status=PASS,
+                  cold=_first_use(target_name))
     hook = stage_hook or (lambda stage: None)
     t_start = time.perf_counter()
     prep = _prepare(instance, target, out, hook)
@@ -329,6 +330,7 @@ def execute_batch(instances: list[Instance], target_name: str, *,
     packer = target.packer()
     if packer is None:
         return [execute(i, target_name, stage_hook=stage_hook) for i in instances]
+    cold = _first_use(target_name)
     hook = stage_hook or (lambda stage: None)
     results: dict[int, Outcome] = {}
     groups: dict = {}
@@ -344,7 +346,19 @@ def execute_batch(instances: list[Instance], target_name: str, *,
         groups.setdefault(key if key is not None else ("alone", k), []).append((k, prep, out, time.perf_counter() - t0))
     for group in groups.values():
         _run_group(group, target, packer, hook, results)
+    for out in results.values():
+        out.cold = out.cold or cold
     return [results[k] for k in range(len(instances))]
+
+
+_USED_TARGETS: set[str] = set()  # the targets this process has run a test of
+
+
+def _first_use(target_name: str) -> bool:
+    """Whether this is the process's first test of the target (Outcome.cold)."""
+    first = target_name not in _USED_TARGETS
+    _USED_TARGETS.add(target_name)
+    return first
 
 
 # (target, operator) pairs that did not pass alone in this worker, or whose member failed a packed export itself

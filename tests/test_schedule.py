@@ -202,3 +202,30 @@ def test_the_arm_that_yields_most_gets_the_most_time_and_barren_arms_little(monk
     # capped at 8, the richest arm is held back and every barren arm gets more
     assert seconds["tvm.from_fx"] > 1.3 * capped["tvm.from_fx"], (seconds, capped)
     assert max(each) < min(v for k, v in capped.items() if k.startswith("barren")), (seconds, capped)
+
+
+def test_a_targets_start_in_a_worker_is_not_charged_to_its_arm_but_a_target_that_always_starts_is():
+    """Two barren arms with the same warm cost (0.1 s a test); b's first test in each of two workers pays 3 s of
+    imports and first calls (Outcome.cold). Uncharged, b runs about as many tests as a; charged (as before), b's
+    starts alone outweigh a dozen of a's tests. A target whose every test is cold (it kills its worker each time)
+    is charged beyond WARMUP_SECONDS, so it cannot take the run."""
+    from dlci.campaign.schedule import WARMUP_SECONDS
+
+    def run(cold_tests: int, honour_cold: bool) -> dict:
+        sched, got, seen = CostAware(_tests({("a", "s"): 10000, ("b", "s"): 10000})), {}, {"b": 0}
+        spent = 0.0
+        for test in sched:
+            cold = test.target == "b" and seen["b"] < cold_tests
+            seen["b"] += test.target == "b"
+            cost = 3.1 if cold else 0.1
+            sched.observe(test, cost, PASS, False, cold=cold and honour_cold)
+            got[test.target] = got.get(test.target, 0) + 1
+            spent += cost
+            if spent >= 60:
+                break
+        return got
+    fair, charged = run(2, True), run(2, False)
+    assert abs(fair["b"] - fair["a"]) <= 0.1 * fair["a"], fair
+    assert charged["b"] < charged["a"] - 40, charged
+    always = run(10000, True)  # every test of b cold: 8 s free, then charged 3.1 s a test like any other
+    assert always["b"] <= WARMUP_SECONDS / 3.1 + 60 / 2 / 3.1 + 2, always

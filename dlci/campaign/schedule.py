@@ -34,6 +34,11 @@ PRIOR_MINUTES = 1.0  # ... over this much time: an arm's yield is (signatures + 
 MAX_WEIGHT = 16.0    # no arm gets more than this many shares, however well it yields (simulated on a broad run's
 # arms, 32 and more starved arms that yield only after an unlucky start)
 INVALID_FLOOR = 0.25  # weight of an arm none of whose tests is valid (it may still become valid: keep a share)
+# worker seconds of a target's cold tests (Outcome.cold: its first in a worker, which pays the target's imports and
+# first calls) left uncharged per target: about one start per worker. A barren arm's share is a few seconds, and
+# charged its starts, a TVM or torch.compile arm ran one partial batch (broad13: tvm.from_exported_program x opinfo,
+# 7 tests in 6.4 s); bounded, so that a target that kills its worker on every test is still charged its time
+WARMUP_SECONDS = 8.0
 # a partial batch goes out after this long: the scheduler charges a waiting test as running, so an arm whose batch
 # never fills (cheap arms keep winning the charge) would otherwise never run at all
 BATCH_WAIT_SECONDS = 5.0
@@ -81,6 +86,7 @@ class CostAware:
             key = self.arm_of(t)
             self.arms.setdefault(key, Arm(key)).queue.append(t)
         self._order = list(self.arms)  # ties go to the arm whose first test came first in the plan
+        self.warmup_left: dict[str, float] = {}  # per target: cold seconds not charged yet (WARMUP_SECONDS)
 
     def _next_arm(self) -> Arm | None:
         best, best_key = None, None
@@ -103,12 +109,18 @@ class CostAware:
             arm.running += 1
             yield test
 
-    def observe(self, test, seconds: float, status: str, new_signature: bool) -> None:
+    def observe(self, test, seconds: float, status: str, new_signature: bool, cold: bool = False) -> None:
         arm = self.arms.get(self.arm_of(test))
         if arm is None:
             return
+        seconds = max(0.0, seconds)
+        if cold:  # the target's start in a worker: not what the arm's tests cost (up to WARMUP_SECONDS a target)
+            left = self.warmup_left.get(test.target, WARMUP_SECONDS)
+            exempt = min(seconds, left)
+            self.warmup_left[test.target] = left - exempt
+            seconds -= exempt
         arm.running = max(0, arm.running - 1)
-        arm.seconds += max(0.0, seconds)
+        arm.seconds += seconds
         arm.tests += 1
         arm.valid += status in (PASS, CRASH, INCONSISTENT)
         arm.signatures += bool(new_signature)

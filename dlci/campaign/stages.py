@@ -266,7 +266,7 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
                 confirm_queue.append(need)
             if scheduler is not None and sig is None:
                 scheduler.observe(Test(campaign.instances[outcome.instance_id], outcome.target), outcome.seconds,
-                                  outcome.status, new_signature=need is not None)
+                                  outcome.status, new_signature=need is not None, cold=outcome.cold)
             if source is not None and sig is None:
                 source.observe(Test(campaign.instances[outcome.instance_id], outcome.target), outcome,
                                need is not None)
