@@ -209,19 +209,15 @@ def test_a_failed_group_takes_out_the_members_its_message_names():
 def test_a_member_holding_a_node_the_target_lists_as_unsupported_is_taken_out_by_its_graph(monkeypatch):
     """TVM lists the functions aten::lu_solve decomposes into ('linalg_lu_solve.default'), which no operator name
     says: the packed program's own nodes say whose they are, so that member is unsupported from the group (as it is
-    alone) and the others pass from the group packed again, without bisecting it by halves. A converter raising on
-    one member's node (conv_transpose3d: "Unsupported transposed convolution dimensionality") takes that member out
-    to run alone."""
+    alone) and the others pass from the group, without bisecting it by halves. A converter raising on one member's
+    node (conv_transpose3d: "Unsupported transposed convolution dimensionality") takes that member out to run
+    alone, and its nodes are stood in for too: the others run in the program exported once."""
     pytest.importorskip("torch")
     target = "tvm.from_exported_program"
     ops = ["aten::abs", "aten::add", "aten::lu_solve", "aten::neg", "aten::conv_transpose3d", "aten::relu"]
     insts = sources.load("opinfo", ops=ops, limit_per_op=1)
     assert len(insts) == len(ops)
-    from dlci.models import pack
-    exports = []
-    real = pack.pack_exported_program
-    monkeypatch.setitem(pack.PACKERS, "exported_program", dataclasses.replace(
-        pack.PACKERS["exported_program"], pack=lambda *a: exports.append(1) or real(*a)))
+    exports = _packed_exports(monkeypatch)
     models.clear_cache()
     batched = {o.op: o for o in execute_batch(insts, target)}
     assert len(exports) == 1  # before: again for the five others, again for the four after conv_transpose3d
@@ -240,15 +236,11 @@ def test_the_others_run_in_the_same_packed_program_with_the_unsupported_node_sto
     others run in the program already exported, that node converted to zeros of its shape: no second export, and
     each member reported as alone. Members share no node, so the stand-in reaches no other member's output."""
     pytest.importorskip("torch")
-    from dlci.models import pack
     target = "tvm.from_exported_program"
     ops = ["aten::abs", "aten::add", "aten::lu_solve", "aten::neg", "aten::relu"]
     insts = sources.load("opinfo", ops=ops, limit_per_op=1)
     assert len(insts) == len(ops)
-    exports = []
-    real = pack.pack_exported_program
-    monkeypatch.setitem(pack.PACKERS, "exported_program", dataclasses.replace(
-        pack.PACKERS["exported_program"], pack=lambda *a: exports.append(1) or real(*a)))
+    exports = _packed_exports(monkeypatch)
     models.clear_cache()
     batched = {o.op: o for o in execute_batch(insts, target)}
     assert len(exports) == 1  # before: a second export of the four others
@@ -295,7 +287,6 @@ def test_a_group_failing_at_compile_with_no_member_named_is_halved_inside_the_pr
     reports alone; the one that fails ran alone."""
     pytest.importorskip("torch")
     from dlci import testcase
-    from dlci.models import pack
     target = "tvm.from_exported_program"
     others = sources.load("opinfo", ops=["aten::abs", "aten::add", "aten::neg", "aten::relu"], limit_per_op=1)
     models.clear_cache()
@@ -304,10 +295,7 @@ def test_a_group_failing_at_compile_with_no_member_named_is_halved_inside_the_pr
     passing = next(i for i, o in iscloses if o.status == PASS)
     insts = [others[0], others[1], failing, others[2], passing, others[3]]
     monkeypatch.setattr(testcase, "_FAILED_ALONE", set())  # isclose has not failed alone in this worker yet
-    exports = []
-    real = pack.pack_exported_program
-    monkeypatch.setitem(pack.PACKERS, "exported_program", dataclasses.replace(
-        pack.PACKERS["exported_program"], pack=lambda *a: exports.append(1) or real(*a)))
+    exports = _packed_exports(monkeypatch)
     models.clear_cache()
     batched = {o.instance_id: o for o in execute_batch(insts, target)}
     assert len(exports) == 1  # before: each half exported again, down to the failing member
@@ -339,3 +327,13 @@ def test_a_members_nodes_include_the_constants_only_it_uses():
     functions = lambda nodes: sorted(f.split(".")[0] for f, _ in nodes)  # noqa: E731
     assert functions(first) == ["add", "full", "mul"] and functions(second) == ["neg"]
     assert member_nodes(graph, [1, 1], {0, 1}) == first | second
+
+
+def _packed_exports(monkeypatch) -> list:
+    """A list that gets an item for each packed exported program made from now on in this test."""
+    from dlci.models import pack
+    exports: list = []
+    real = pack.pack_exported_program
+    monkeypatch.setitem(pack.PACKERS, "exported_program", dataclasses.replace(
+        pack.PACKERS["exported_program"], pack=lambda *a: exports.append(1) or real(*a)))
+    return exports
