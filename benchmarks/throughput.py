@@ -96,8 +96,13 @@ def engine_side(jobs, workers, warm, store, env=None):
     inside = sum(sum(v for k, v in (r.get("timings") or {}).items() if k in ("convert", "compile", "run"))
                  for r in results)
     valid = sum(1 for r in results if r["status"] in VALID)
+    phases: dict = {}  # each stage's seconds over all tests (a packed model's stage is shared among its members)
+    for r in results:
+        for k, v in (r.get("timings") or {}).items():
+            phases[k] = phases.get(k, 0.0) + v
     return {"tests": len(results), "valid": valid, "wall_s": round(wall, 1),
             "tests_per_min": round(60 * len(results) / wall, 1), "valid_per_min": round(60 * valid / wall, 1),
+            "busy_s": round(busy, 1), "stage_seconds": {k: round(v, 1) for k, v in sorted(phases.items())},
             "share_inside_targets_of_busy": round(inside / busy, 3) if busy else None,
             "share_inside_targets_of_wall": round(inside / (wall * workers), 3),
             "worker_startup_s": [round(s, 2) for s in info.startup_seconds], "respawns": info.respawns,

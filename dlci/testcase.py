@@ -497,15 +497,23 @@ def _take_out_converting(batch: _Batch, target, packer, hook, results: dict, pro
     """The target's converter raised while translating a graph node of one member (dlci.models.pack.
     converting_node): that member runs alone, and the others run in the same packed model with that member's
     nodes stood in for (:func:`_others_standing_in`). False when no member is known."""
-    from dlci.models.pack import converting_node, member_nodes
+    from dlci.models.pack import converting_node
     found = converting_node(errors[0], batch.n_in) if errors and probe.stage == "convert" else None
     if found is None or not 0 <= found[0] < len(batch.group) or len(batch.group) < 2:
         return False
     k, node = found
     _alone(batch.group[k], target, hook, results)
-    _others_standing_in(batch, frozenset({k}), frozenset(), member_nodes(node.graph, batch.n_in, {k}), target,
+    _others_standing_in(batch, frozenset({k}), frozenset(), _crashed_member_nodes(batch, target, k, node), target,
                         packer, hook, results)
     return True
+
+
+def _crashed_member_nodes(batch: _Batch, target, k: int, node) -> frozenset:
+    """Member k's nodes in the graph the target stands in on (``Target.stand_in_graph``, the one the group
+    testing reads too); the graph of the node that crashed the converter where the target names none."""
+    from dlci.models.pack import member_nodes
+    graph = target.stand_in_graph(batch.packed)
+    return member_nodes(node.graph if graph is None else graph, batch.n_in, {k})
 
 
 def _others_standing_in(batch: _Batch, owned: frozenset, names: frozenset, nodes: frozenset, target, packer,
@@ -518,7 +526,7 @@ def _others_standing_in(batch: _Batch, owned: frozenset, names: frozenset, nodes
     same way and stands it in too; where the target has no stand-ins, or the model fails in a way no member
     explains (a stand-in's consumer may not accept it), the undecided members are packed again."""
     group = batch.group
-    from dlci.models.pack import converting_node, member_nodes
+    from dlci.models.pack import converting_node
     while len(owned) < len(group):
         stand_in = target.standing_in(set(names), nodes)
         if stand_in is None:
@@ -545,7 +553,7 @@ def _others_standing_in(batch: _Batch, owned: frozenset, names: frozenset, nodes
             break
         k, node = found
         _alone(group[k], target, hook, results)
-        owned, nodes = owned | {k}, nodes | member_nodes(node.graph, batch.n_in, {k})
+        owned, nodes = owned | {k}, nodes | _crashed_member_nodes(batch, target, k, node)
     _run_group([item for k, item in enumerate(group) if k not in owned], target, packer, hook, results)
 
 
@@ -584,12 +592,13 @@ def _halves_standing_in(batch: _Batch, target, hook, results: dict) -> bool:
     that fails so runs alone. Members share no node, so a member's failure stays with its own nodes. False,
     with nothing decided, where the target cannot stand in for the members' nodes or the model fails with all of
     them stood in (the failure is in no member's own nodes, or in a stand-in)."""
-    from dlci.models.pack import member_nodes
+    from dlci.models.pack import nodes_by_member
     graph = target.stand_in_graph(batch.packed)
     group = batch.group
     if graph is None or target.standing_in(set()) is None or len(group) < 2:
         return False
-    nodes = [member_nodes(graph, batch.n_in, {k}) for k in range(len(group))]
+    by_member = nodes_by_member(graph, batch.n_in)
+    nodes = [by_member.get(k, frozenset()) for k in range(len(group))]
     everyone = frozenset(range(len(group)))
 
     def run(live: frozenset):

@@ -329,6 +329,31 @@ def test_a_members_nodes_include_the_constants_only_it_uses():
     assert member_nodes(graph, [1, 1], {0, 1}) == first | second
 
 
+def test_owners_found_in_one_pass_agree_with_each_nodes_own_walk():
+    """nodes_by_member finds every node's owner in one pass over the graph; it agrees with the walk over each
+    node's ancestors (_node_member) on members with parameters (Linear), several inputs and a shared-shape
+    output."""
+    torch = pytest.importorskip("torch")
+    from dlci.models.pack import _node_member, nodes_by_member, packed_module
+
+    class Two(torch.nn.Module):
+        def forward(self, a, b):
+            return torch.where(a > b, a - b, b * 3)
+
+    members = [torch.nn.Linear(4, 2), Two(), torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())]
+    n_in = [1, 2, 1]
+    module = packed_module(members, n_in)
+    args = tuple(torch.randn(2, 4) for _ in range(sum(n_in)))
+    graph = torch.export.export(module, args).run_decompositions().graph
+    by_member = nodes_by_member(graph, n_in)
+    walked: dict = {}
+    for node in graph.nodes:
+        if node.op == "call_function" and _node_member(node, n_in) is not None:
+            walked.setdefault(_node_member(node, n_in), set()).add((node.target.__name__, node.name))
+    assert set(by_member) == {0, 1, 2} and all(len(nodes) >= 2 for nodes in by_member.values())
+    assert by_member == {k: frozenset(v) for k, v in walked.items()}  # no graph-made constants here
+
+
 def _packed_exports(monkeypatch) -> list:
     """A list that gets an item for each packed exported program made from now on in this test."""
     from dlci.models import pack

@@ -196,25 +196,39 @@ def converting_node(exc: BaseException, n_in: list[int]) -> tuple[int, Any] | No
 
 def member_nodes(graph: Any, n_in: list[int], members: set[int]) -> frozenset[tuple[str, str]]:
     """(function name, node name) of each call of ``graph`` (a packed program's) that belongs to one of
-    ``members``: it computes on that member's inputs or parameters alone (:func:`_node_member`), or on no input
-    at all and only that member's calls use it (a constant made in the graph): what stands in for those members
-    while the others run."""
+    ``members`` (:func:`nodes_by_member`): what stands in for those members while the others run."""
+    by_member = nodes_by_member(graph, n_in)
+    return frozenset().union(*(by_member.get(k, frozenset()) for k in members))
+
+
+def nodes_by_member(graph: Any, n_in: list[int]) -> dict[int, frozenset[tuple[str, str]]]:
+    """Member -> (function name, node name) of the calls of ``graph`` that belong to it: they compute on that
+    member's inputs or parameters alone (:func:`_node_member`), or on no input at all and only that member's calls
+    use them (a constant made in the graph). Each node's owner is found once, for every member."""
+    bounds = [sum(n_in[:k + 1]) for k in range(len(n_in))]
     owner: dict = {}
+    reads: dict = {}  # node -> the members whose inputs or parameters it depends on
     reads_input: dict = {}
     calls = []
     for node in graph.nodes:  # inputs come before their users
         reads_input[node] = node.op in ("placeholder", "get_attr") or any(reads_input.get(n, True)
                                                                         for n in node.all_input_nodes)
+        mine = _placeholder_member(node, bounds) if node.op == "placeholder" else None
+        reads[node] = frozenset({mine} if mine is not None else ()).union(
+            *(reads.get(n, frozenset()) for n in node.all_input_nodes))
         if node.op == "call_function":
             calls.append(node)
-            owner[node] = _node_member(node, n_in)
+            owner[node] = next(iter(reads[node])) if len(reads[node]) == 1 else None
     for node in reversed(calls):
         if owner[node] is None and not reads_input[node]:
             users = {owner.get(user) for user in node.users}
             if len(users) == 1:
                 owner[node] = users.pop()
-    return frozenset((node.target.__name__, node.name) for node in calls
-                     if owner[node] in members and hasattr(node.target, "__name__"))
+    found: dict[int, set] = {}
+    for node in calls:
+        if owner[node] is not None and hasattr(node.target, "__name__"):
+            found.setdefault(owner[node], set()).add((node.target.__name__, node.name))
+    return {k: frozenset(v) for k, v in found.items()}
 
 
 def _undispatchable(graph: Any, registry: Any, n_in: list[int]) -> set[int]:
@@ -260,16 +274,20 @@ def _node_member(node: Any, n_in: list[int]) -> int | None:
             continue
         seen.add(id(n))
         if n.op == "placeholder":
-            m = _PACKED_INPUT.match(n.name)
-            if m:
-                owners.add(next((k for k, b in enumerate(bounds) if int(m.group(1)) < b), None))
-            else:
-                m = _MEMBER_PARAM.search(str(n.target)) or _MEMBER_PARAM.search(n.name)
-                if m:
-                    owners.add(int(m.group(1)))
+            owners.add(_placeholder_member(n, bounds))
         todo.extend(n.all_input_nodes)
     owners.discard(None)
     return owners.pop() if len(owners) == 1 else None
+
+
+def _placeholder_member(node: Any, bounds: list[int]) -> int | None:
+    """The member whose input (packed input ``x<i>``: ``bounds`` are the members' cumulative input counts) or
+    parameter (``members.<k>.``) a placeholder is; None for neither."""
+    m = _PACKED_INPUT.match(node.name)
+    if m:
+        return next((k for k, b in enumerate(bounds) if int(m.group(1)) < b), None)
+    m = _MEMBER_PARAM.search(str(node.target)) or _MEMBER_PARAM.search(node.name)
+    return int(m.group(1)) if m else None
 
 
 class PackFailed(Exception):
