@@ -14,6 +14,6 @@ demo: $(BIN)/dlci
 	$(BIN)/dlci scan --out dlci-out --budget 300 --fail-on never
 
 test: $(BIN)/dlci
-	$(BIN)/python -m pytest -q --durations=15 tests
+	$(BIN)/python -m pytest -q --durations=40 tests
 
 .PHONY: install demo test
