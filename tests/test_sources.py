@@ -294,3 +294,36 @@ def test_attention_samples_without_dropout_are_harvested(tmp_path):
     assert insts and stats["skipped"].get("random-argument")
     assert all(not i.call["kwargs"].get("dropout_p") for i in insts)
     assert {i.call["fn"] for i in insts} == {"torch.nn.functional.scaled_dot_product_attention"}
+
+
+def test_opinfo_samples_are_the_same_without_torchs_test_tracking(monkeypatch):
+    """The harvest takes OpInfo's samples without their iterators' search for a running unittest TestCase
+    (inspect.stack per iterator) and without torch.manual_seed's queue of seedings for absent devices: the same
+    samples, value for value, and torch's own functions back in place afterwards."""
+    torch = pytest.importorskip("torch")
+    import inspect
+    from dlci.sources.opinfo import _untracked_samples
+    from dlci.torch_testing import op_db
+    op = next(o for o in op_db() if o.name == "addcmul")  # op_db first: it makes torch's test modules importable
+    from torch.testing._internal import common_utils
+    from torch.testing._internal.opinfo import core
+    walks = []
+    real_stack = inspect.stack
+    monkeypatch.setattr(inspect, "stack", lambda *a, **k: walks.append(1) or real_stack(*a, **k))
+
+    def samples():
+        torch.manual_seed(7)
+        return [(s.input.clone(), [a.clone() if isinstance(a, torch.Tensor) else a for a in s.args])
+                for s in op.sample_inputs("cpu", torch.float32)]
+    before = (torch.manual_seed, common_utils.extract_test_fn, core.extract_test_fn)
+    tracked = samples()
+    assert walks  # torch's iterator walks the stack
+    walks.clear()
+    with _untracked_samples():
+        untracked = samples()
+    assert not walks
+    assert (torch.manual_seed, common_utils.extract_test_fn, core.extract_test_fn) == before
+    assert len(tracked) == len(untracked) > 1
+    for (x, xs), (y, ys) in zip(tracked, untracked):
+        assert torch.equal(x, y) and len(xs) == len(ys)
+        assert all(torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b for a, b in zip(xs, ys))

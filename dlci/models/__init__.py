@@ -117,17 +117,24 @@ def build(instance: Instance, name: str) -> Any:
 
 # -- process hygiene ------------------------------------------------------------------------------------------
 
+def seed_torch(seed: int) -> None:
+    """torch.manual_seed's effect: on a machine without CUDA, the CPU generator alone. torch.manual_seed there
+    queues a seeding for each absent device kind (CUDA, XPU, MTIA) with the formatted stack of its caller, a cost
+    that grows with the stack's depth (~1 ms a call from a script, several under pytest)."""
+    import torch
+    if torch.cuda.is_available():
+        torch.manual_seed(seed)  # the GPU's generators too
+    else:
+        torch.default_generator.manual_seed(seed)
+
+
 def seed_all(seed: int = 0) -> None:
     np.random.seed(seed % 2**32)
     import random
     random.seed(seed)
     import sys
     if "torch" in sys.modules:
-        import torch
-        if torch.cuda.is_available():
-            torch.manual_seed(seed)  # the GPU's generators too
-        else:  # torch.manual_seed would queue a seeding for each absent device kind, with its stack (~1 ms a call)
-            torch.default_generator.manual_seed(seed)
+        seed_torch(seed)
     if "keras" in sys.modules:
         import keras
         keras.utils.set_random_seed(seed % 2**32)

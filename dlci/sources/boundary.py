@@ -680,9 +680,9 @@ def validate(variant: Instance) -> str | None:
 
 def _module_state(call: dict, seed: int) -> dict[str, np.ndarray]:
     """The weights of a torch_module recipe with changed constructor arguments, built as module_db builds them."""
-    import torch
     from dlci.instance.recipe import build_torch_module
-    torch.manual_seed(seed)
+    from dlci.models import seed_torch
+    seed_torch(seed)
     module = build_torch_module(call)
     return {f"state:{n}": to_numpy(v) for n, v in module.state_dict().items()}
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from dlci.instance import Instance, Origin, TensorSpec
 from dlci.sources import Source, register, stable_seed
+from dlci.models import seed_torch
 from dlci.instance.recipe import params_of
 from dlci.sources._common import Slots, Unencodable, dist_version, encode, to_numpy
 from dlci.instance.recipe import check_torch_instance
@@ -63,7 +64,7 @@ class ModuleDbSource(Source):
         if torch.float32 not in info.supported_dtypes("cpu"):
             return self.skip("module:no-float32")
         seed = stable_seed("module_db", info.name)
-        torch.manual_seed(seed); random.seed(seed); np.random.seed(seed)
+        seed_torch(seed); random.seed(seed); np.random.seed(seed)
         try:
             module_inputs = info.module_inputs_func(info, device="cpu", dtype=torch.float32, requires_grad=False,
                                                     training=False)
@@ -98,7 +99,7 @@ class ModuleDbSource(Source):
             fkwargs = {n: encode(v, slots) for n, v in fwd.kwargs.items()}
             if not slots.arrays:
                 raise Unencodable("no-tensor-input")
-            torch.manual_seed(seed)
+            seed_torch(seed)
             module = cls(*ctor.args, **ctor.kwargs).eval()
             state = {f"state:{n}": to_numpy(v) for n, v in module.state_dict().items()}
         except Unencodable as e:

@@ -7,6 +7,7 @@ returns tensors and leaves its inputs untouched.
 """
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 from typing import Iterator
@@ -15,6 +16,7 @@ import numpy as np
 
 from dlci.instance import Instance, Origin, TensorSpec
 from dlci.sources import Source, register, stable_seed
+from dlci.models import seed_torch
 from dlci.instance.recipe import VALUES_UNDEFINED, check_torch_instance, params_of, try_resolve
 from dlci.sources._common import Slots, Unencodable, dist_version, encode
 
@@ -80,6 +82,33 @@ def is_random(op) -> bool:
     return any(torch.Tag.nondeterministic_seeded in o.tags for o in overloads)
 
 
+
+@contextlib.contextmanager
+def _untracked_samples():
+    """OpInfo's sample iterators serve torch's own unittest classes: each one looks for the running TestCase by
+    walking the interpreter's stack (inspect.stack, which looks every frame's module up among all imported modules:
+    seconds a call in a deep stack with TVM and TensorFlow imported, as under pytest), and seeds torch before each
+    sample with torch.manual_seed, which on a machine without CUDA queues a seeding for each absent device kind
+    with its caller's formatted stack. Here there is no TestCase on the stack (the walk finds none, the answer
+    given at once) and the CPU generator alone is what that seeding sets: the same samples, without the walks."""
+    import torch
+    from torch.testing._internal import common_utils
+    from torch.testing._internal.opinfo import core
+    saved = [(m, "extract_test_fn", m.extract_test_fn) for m in (common_utils, core) if hasattr(m, "extract_test_fn")]
+    if not torch.cuda.is_available():
+        saved.append((torch, "manual_seed", torch.manual_seed))
+    for module, name, _ in saved:
+        setattr(module, name, _no_test_fn if name == "extract_test_fn" else seed_torch)
+    try:
+        yield
+    finally:
+        for module, name, value in saved:
+            setattr(module, name, value)
+
+
+def _no_test_fn():
+    return None
+
 @register
 class OpInfoSource(Source):
     name = "opinfo"
@@ -111,7 +140,7 @@ class OpInfoSource(Source):
         self.stats.setdefault("ops_seen", 0)
         for op in op_db():
             # collect per op so that the warnings filter never leaks to the consumer between yields
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), _untracked_samples():
                 warnings.simplefilter("ignore")  # deprecation chatter of sample generators, not findings
                 batch = list(self._op(op, cap))
             yield from batch
@@ -144,7 +173,7 @@ class OpInfoSource(Source):
 
         def start(factory, dtype, kind):
             # seed every generator: a sample depends only on (op, dtype, kind) and the order taken below
-            torch.manual_seed(seed); random.seed(seed); np.random.seed(seed)
+            seed_torch(seed); random.seed(seed); np.random.seed(seed)
             label = kind if dtype is torch.float32 else f"{kind}-{str(dtype).replace('torch.', '')}"
             return [enumerate(factory("cpu", dtype, requires_grad=False)), label]
 
