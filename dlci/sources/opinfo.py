@@ -82,7 +82,6 @@ def is_random(op) -> bool:
     return any(torch.Tag.nondeterministic_seeded in o.tags for o in overloads)
 
 
-
 @contextlib.contextmanager
 def _untracked_samples():
     """OpInfo's sample iterators serve torch's own unittest classes: each one looks for the running TestCase by
@@ -108,6 +107,7 @@ def _untracked_samples():
 
 def _no_test_fn():
     return None
+
 
 @register
 class OpInfoSource(Source):
