@@ -472,15 +472,16 @@ def _take_out_owners(batch: _Batch, target, packer, hook, results: dict, probe: 
     graph holds one of those nodes (``Packer.owners``: 'linalg_lu_solve.default' is aten::lu_solve's, which no
     operator name in the message says) are unsupported as they are alone. The others run in the same packed model
     with those nodes stood in for (:func:`_others_standing_in`). False where the form or the message cannot tell,
-    or the owners are none or all of the group."""
+    or the owners are none."""
     group = batch.group
     names = target.unsupported_nodes(probe.message or "") if probe.status == UNSUPPORTED else set()
     owned = _owners(batch, packer, names)
-    if not owned or len(owned) >= len(group):
+    if not owned:
         return False
     for k in sorted(owned):
         _unsupported_member(group[k], probe, len(group), results)
-    _others_standing_in(batch, owned, frozenset(names), frozenset(), target, packer, hook, results)
+    if len(owned) < len(group):
+        _others_standing_in(batch, owned, frozenset(names), frozenset(), target, packer, hook, results)
     return True
 
 
@@ -488,7 +489,7 @@ def _owners(batch: _Batch, packer, names: set[str]) -> frozenset[int]:
     if not names or packer.owners is None:
         return frozenset()
     try:
-        return frozenset(packer.owners(batch.packed, batch.n_in, names))
+        return frozenset(packer.owners(batch.packed, batch.n_in, batch.n_out, names))
     except Exception:  # noqa: BLE001 - a program the owners' search cannot read: group testing decides
         return frozenset()
 
@@ -513,7 +514,7 @@ def _crashed_member_nodes(batch: _Batch, target, k: int, node) -> frozenset:
     testing reads too); the graph of the node that crashed the converter where the target names none."""
     from dlci.models.pack import member_nodes
     graph = target.stand_in_graph(batch.packed)
-    return member_nodes(node.graph if graph is None else graph, batch.n_in, {k})
+    return member_nodes(node.graph if graph is None else graph, batch.n_in, {k}, batch.n_out)
 
 
 def _others_standing_in(batch: _Batch, owned: frozenset, names: frozenset, nodes: frozenset, target, packer,
@@ -542,8 +543,6 @@ def _others_standing_in(batch: _Batch, owned: frozenset, names: frozenset, nodes
             if probe.status == UNSUPPORTED else set()
         more = _owners(batch, packer, more_names) - owned
         if more:
-            if len(owned | more) >= len(group):
-                break
             for k in sorted(more):
                 _unsupported_member(group[k], probe, len(group), results)
             owned, names = owned | more, names | more_names
@@ -597,7 +596,7 @@ def _halves_standing_in(batch: _Batch, target, hook, results: dict) -> bool:
     group = batch.group
     if graph is None or target.standing_in(set()) is None or len(group) < 2:
         return False
-    by_member = nodes_by_member(graph, batch.n_in)
+    by_member = nodes_by_member(graph, batch.n_in, batch.n_out)
     nodes = [by_member.get(k, frozenset()) for k in range(len(group))]
     everyone = frozenset(range(len(group)))
 

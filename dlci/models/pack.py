@@ -34,9 +34,10 @@ class Packer:
     member_form: Callable[[Instance], str]           # the form a member is built in before packing
     key: Callable[[Instance, Any], tuple | None]     # (instance, member model) -> pack key; None: runs alone
     pack: Callable[[list[Instance], list[Any], list[int]], Packed]  # (instances, member models, outputs each)
-    # (packed model, members' input counts, operator names a target's failure lists) -> the members that hold a
-    # node of one of them; None: this form cannot tell
-    owners: Callable[[Any, list[int], set[str]], set[int]] | None = None
+    # (packed model, members' input counts, their output counts, operator names a target's failure lists) -> the
+    # members that hold a node of one of them (raises where a node of one is no member's); None: this form cannot
+    # tell
+    owners: Callable[[Any, list[int], list[int], set[str]], set[int]] | None = None
 
 
 # -- ONNX members -----------------------------------------------------------------------------------------------
@@ -194,17 +195,27 @@ def converting_node(exc: BaseException, n_in: list[int]) -> tuple[int, Any] | No
     return _translated_node(frames, n_in)
 
 
-def member_nodes(graph: Any, n_in: list[int], members: set[int]) -> frozenset[tuple[str, str]]:
+def member_nodes(graph: Any, n_in: list[int], members: set[int],
+                 n_out: list[int] | None = None) -> frozenset[tuple[str, str]]:
     """(function name, node name) of each call of ``graph`` (a packed program's) that belongs to one of
     ``members`` (:func:`nodes_by_member`): what stands in for those members while the others run."""
-    by_member = nodes_by_member(graph, n_in)
+    by_member = nodes_by_member(graph, n_in, n_out)
     return frozenset().union(*(by_member.get(k, frozenset()) for k in members))
 
 
-def nodes_by_member(graph: Any, n_in: list[int]) -> dict[int, frozenset[tuple[str, str]]]:
+def nodes_by_member(graph: Any, n_in: list[int],
+                    n_out: list[int] | None = None) -> dict[int, frozenset[tuple[str, str]]]:
     """Member -> (function name, node name) of the calls of ``graph`` that belong to it: they compute on that
-    member's inputs or parameters alone (:func:`_node_member`), or on no input at all and only that member's calls
-    use them (a constant made in the graph). Each node's owner is found once, for every member."""
+    member's inputs or parameters alone (:func:`_node_member`), or on no input at all and only that member uses
+    them: its calls, or its outputs (``n_out``, the members' output counts: torch.empty_strided((2, 3), ...) is a
+    member's whole graph and reads nothing). Each node's owner is found once, for every member."""
+    return {k: frozenset((node.target.__name__, node.name) for node in nodes if hasattr(node.target, "__name__"))
+            for k, nodes in _call_owners(graph, n_in, n_out).items()}
+
+
+def _call_owners(graph: Any, n_in: list[int], n_out: list[int] | None) -> dict[int, list]:
+    """Member -> its call nodes of ``graph`` (:func:`nodes_by_member`); calls that are no single member's are left
+    out."""
     bounds = [sum(n_in[:k + 1]) for k in range(len(n_in))]
     owner: dict = {}
     reads: dict = {}  # node -> the members whose inputs or parameters it depends on
@@ -219,16 +230,36 @@ def nodes_by_member(graph: Any, n_in: list[int]) -> dict[int, frozenset[tuple[st
         if node.op == "call_function":
             calls.append(node)
             owner[node] = next(iter(reads[node])) if len(reads[node]) == 1 else None
+    returned = _returned_by(graph, n_out)
     for node in reversed(calls):
         if owner[node] is None and not reads_input[node]:
-            users = {owner.get(user) for user in node.users}
+            users = {owner.get(user) for user in node.users if user.op != "output"} | returned.get(node, set())
             if len(users) == 1:
                 owner[node] = users.pop()
-    found: dict[int, set] = {}
+    found: dict[int, list] = {}
     for node in calls:
-        if owner[node] is not None and hasattr(node.target, "__name__"):
-            found.setdefault(owner[node], set()).add((node.target.__name__, node.name))
-    return {k: frozenset(v) for k, v in found.items()}
+        if owner[node] is not None:
+            found.setdefault(owner[node], []).append(node)
+    return found
+
+
+def _returned_by(graph: Any, n_out: list[int] | None) -> dict:
+    """Node -> the members whose outputs it is (the graph's outputs are the members' in member order); empty where
+    the counts are not known or do not line up (an exported program's outputs are the user outputs only here: a
+    packed program that writes state runs alone)."""
+    if not n_out:
+        return {}
+    output = next((node for node in reversed(graph.nodes) if node.op == "output"), None)
+    values = output.args[0] if output is not None and output.args else ()
+    values = values if isinstance(values, (tuple, list)) else (values,)
+    if len(values) != sum(n_out):
+        return {}
+    member = [k for k, n in enumerate(n_out) for _ in range(n)]
+    returned: dict = {}
+    for pos, value in enumerate(values):
+        if hasattr(value, "users"):  # a graph node (not a constant)
+            returned.setdefault(value, set()).add(member[pos])
+    return returned
 
 
 def _undispatchable(graph: Any, registry: Any, n_in: list[int]) -> set[int]:
@@ -308,20 +339,22 @@ def _tracing(module: Any, trace: Callable[[], Any]) -> Any:
         raise PackFailed(e, culprits(e, module)) from e
 
 
-def exported_program_owners(ep: Any, n_in: list[int], names: set[str]) -> set[int]:
+def exported_program_owners(ep: Any, n_in: list[int], n_out: list[int], names: set[str]) -> set[int]:
     """The members of a packed program with a node of one of ``names`` ('linalg_lu_solve.default', 'histc'), as
     exported or as decomposed to core ATen (what TVM's from_exported_program converts: a target names the
     functions an operator decomposes into, linalg_lu_solve for aten::lu_solve). A member that holds one fails
-    alone on the same node: decomposing is per node."""
+    alone on the same node: decomposing is per node. Raises where such a node is no single member's: the caller
+    stands in for every node of those functions, and one of an undecided member must not be stood in for."""
     found: set[int] = set()
     from dlci.models.torch_export import decomposed
     for program in (ep, decomposed(ep)):
+        owned = {node: k for k, nodes in _call_owners(program.graph, n_in, n_out).items() for node in nodes}
         for node in program.graph.nodes:
             name = getattr(node.target, "__name__", "") if node.op == "call_function" else ""
             if name and (name in names or name.removesuffix(".default") in names):
-                k = _node_member(node, n_in)
-                if k is not None:
-                    found.add(k)
+                if node not in owned:
+                    raise ValueError(f"{node.name} ({name}) is no single member's")
+                found.add(owned[node])
     return found
 
 
