@@ -226,7 +226,7 @@ def _call_owners(graph: Any, n_in: list[int], n_out: list[int] | None) -> dict[i
                                                                         for n in node.all_input_nodes)
         mine = _placeholder_member(node, bounds) if node.op == "placeholder" else None
         reads[node] = frozenset({mine} if mine is not None else ()).union(
-            *(reads.get(n, frozenset()) for n in node.all_input_nodes))
+            *(reads.get(n, frozenset()) for n in _data_inputs(node)))
         if node.op == "call_function":
             calls.append(node)
             owner[node] = next(iter(reads[node])) if len(reads[node]) == 1 else None
@@ -306,9 +306,19 @@ def _node_member(node: Any, n_in: list[int]) -> int | None:
         seen.add(id(n))
         if n.op == "placeholder":
             owners.add(_placeholder_member(n, bounds))
-        todo.extend(n.all_input_nodes)
+        todo.extend(_data_inputs(n))
     owners.discard(None)
     return owners.pop() if len(owners) == 1 else None
+
+
+def _data_inputs(node: Any) -> list:
+    """The nodes whose values ``node`` computes on: all its inputs but an effect token, which torch.export threads
+    from each call with effects to the next (torch.linalg.inv's error check after decomposition), member to
+    member, and which carries no member's data."""
+    inputs = node.all_input_nodes
+    if node.op == "call_function" and getattr(node.target, "__name__", "") == "with_effects" and node.args:
+        return [n for n in inputs if n is not node.args[0]]
+    return inputs
 
 
 def _placeholder_member(node: Any, bounds: list[int]) -> int | None:
