@@ -410,6 +410,13 @@ def _run_group(group: list, target, packer, hook, results: dict) -> None:
                 _alone(item, target, hook, results)
         _run_group([item for item in group if item[1].instance.op not in ops], target, packer, hook, results)
         return
+    from dlci.models.pack import lone_members
+    lone = lone_members(packed, n_out)
+    if lone:  # a member whose output reads no input returns it alone as its whole model: it is judged so
+        for k in sorted(lone):
+            _alone(group[k], target, hook, results)
+        _run_group([item for k, item in enumerate(group) if k not in lone], target, packer, hook, results)
+        return
     packed_s = time.perf_counter() - t0
     inputs = [x for p in preps for x in p.inputs]
     errors: list = []
@@ -489,7 +496,7 @@ def _owners(batch: _Batch, packer, names: set[str]) -> frozenset[int]:
     if not names or packer.owners is None:
         return frozenset()
     try:
-        return frozenset(packer.owners(batch.packed, batch.n_in, batch.n_out, names))
+        return frozenset(packer.owners(batch.packed, batch.n_in, names))
     except Exception:  # noqa: BLE001 - a program the owners' search cannot read: group testing decides
         return frozenset()
 
@@ -514,7 +521,7 @@ def _crashed_member_nodes(batch: _Batch, target, k: int, node) -> frozenset:
     testing reads too); the graph of the node that crashed the converter where the target names none."""
     from dlci.models.pack import member_nodes
     graph = target.stand_in_graph(batch.packed)
-    return member_nodes(node.graph if graph is None else graph, batch.n_in, {k}, batch.n_out)
+    return member_nodes(node.graph if graph is None else graph, batch.n_in, {k})
 
 
 def _others_standing_in(batch: _Batch, owned: frozenset, names: frozenset, nodes: frozenset, target, packer,
@@ -596,7 +603,7 @@ def _halves_standing_in(batch: _Batch, target, hook, results: dict) -> bool:
     group = batch.group
     if graph is None or target.standing_in(set()) is None or len(group) < 2:
         return False
-    by_member = nodes_by_member(graph, batch.n_in, batch.n_out)
+    by_member = nodes_by_member(graph, batch.n_in)
     nodes = [by_member.get(k, frozenset()) for k in range(len(group))]
     everyone = frozenset(range(len(group)))
 

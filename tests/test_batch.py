@@ -354,33 +354,32 @@ def test_owners_found_in_one_pass_agree_with_each_nodes_own_walk():
     assert by_member == {k: frozenset(v) for k, v in walked.items()}  # no graph-made constants here
 
 
-def test_a_node_reading_no_input_belongs_to_the_member_it_is_the_output_of_and_a_token_to_none(monkeypatch):
-    """torch.empty_strided((…), (…)) reads no input: its one node is its member's output and nothing else's. TVM
-    cannot convert that node ('empty_strided.default'); the member that returns it is unsupported from the group,
-    as alone, and the node is not stood in as no one's (it was: the member then passed inside the batch only).
-    A group whose every member holds a node TVM lists is unsupported from its one conversion, without halving.
-    An effect token (torch.linalg.inv's error check) is threaded from one member's call to the next: it makes
-    neither the other's, so the members that bring one are unsupported from the group (TVM takes no token) and
-    the others are packed once more, not halved down to singles."""
+def test_members_holding_nodes_tvm_lists_are_unsupported_from_the_group_with_effect_tokens_no_ones(monkeypatch):
+    """A group whose every member holds a node TVM lists as unsupported is unsupported from its one conversion,
+    as each is alone, without halving. An effect token (torch.linalg.inv's error check after decomposition) is
+    threaded from one member's call to the next: it makes neither member's nodes the other's, so the members that
+    bring one are unsupported from the group (TVM takes no token input) and the others are packed once more, not
+    halved down to singles. torch.empty_strided's whole graph reads no input: that member is judged alone."""
     torch = pytest.importorskip("torch")
     from dlci import testcase
     from dlci.models.pack import nodes_by_member, packed_module
 
-    class Made(torch.nn.Module):
-        def forward(self):
-            return torch.full((2, 3), 2.0)
+    class Inverse(torch.nn.Module):
+        def forward(self, x):
+            return torch.linalg.inv(x)
 
-    module = packed_module([Made(), torch.nn.ReLU()], [0, 1])
-    graph = torch.export.export(module, (torch.zeros(3),)).run_decompositions().graph
-    assert 0 not in nodes_by_member(graph, [0, 1])  # its output is all that says whose it is
-    assert [f.split(".")[0] for f, _ in nodes_by_member(graph, [0, 1], [1, 1])[0]] == ["full"]
+    module = packed_module([Inverse(), Inverse()], [1, 1])
+    graph = torch.export.export(module, (torch.eye(3), torch.eye(3))).run_decompositions().graph
+    by_member = nodes_by_member(graph, [1, 1])
+    effects = {k: {name for f, name in nodes if f == "with_effects"} for k, nodes in by_member.items()}
+    assert len(effects[0]) == len(effects[1]) == 1 and effects[0] != effects[1]
 
     target = "tvm.from_exported_program"
     monkeypatch.setattr(testcase, "_FAILED_ALONE", set())
     exports = _packed_exports(monkeypatch)
-    for ops, unsupported, packed in ((["aten::abs", "aten::empty_strided", "aten::neg", "aten::relu"], 1, 1),
-                                     (["aten::fft_rfft", "aten::empty_strided", "aten::fft_ifft"], 3, 1),
-                                     (["aten::abs", "aten::linalg_inv", "aten::neg", "aten::linalg_solve"], 2, 2)):
+    for ops, unsupported, packed in ((["aten::fft_rfft", "aten::special_i1", "aten::fft_ifft"], 3, 1),
+                                     (["aten::abs", "aten::linalg_inv", "aten::neg", "aten::linalg_solve"], 2, 2),
+                                     (["aten::abs", "aten::empty_strided", "aten::neg", "aten::relu"], 0, 2)):
         insts = sources.load("opinfo", ops=ops, limit_per_op=1)
         assert len(insts) == len(ops)
         exports.clear()
@@ -393,6 +392,51 @@ def test_a_node_reading_no_input_belongs_to_the_member_it_is_the_output_of_and_a
             == {op: (o.status, o.stage, o.symptom) for op, o in alone.items()}
         assert sum(o.status == UNSUPPORTED and o.batch == len(ops) for o in batched.values()) == unsupported
         assert all(o.status == PASS for o in batched.values() if o.status != UNSUPPORTED)
+    assert batched["aten::empty_strided"].status == UNSUPPORTED and batched["aten::empty_strided"].batch in (None, 1)
+
+
+def test_a_member_whose_output_reads_no_input_is_judged_alone():
+    """torch.fill of an empty tensor exports to ONNX as an initializer returned as it is. Alone, that constant is
+    the model's whole result, and TVM fails to compile it ("Invalid DLTensor file format"); as one element of a
+    packed model's tuple it compiled. Such a member (an output that reads no input, or is an input as it came) is
+    judged alone, so the batch reports the crash that the test alone reports."""
+    torch = pytest.importorskip("torch")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from dlci.models.pack import lone_members, packed_module
+    graph = helper.make_graph(
+        [helper.make_node("Abs", ["x"], ["a"]), helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(
+            np.ones(2, np.float32)))], "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ("x", "y", "z")],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ("a", "k", "y", "c")],
+        [numpy_helper.from_array(np.zeros(2, np.float32), "k")])
+    assert lone_members(helper.make_model(graph), [1, 1, 1, 1]) == {1, 2, 3}
+    assert lone_members(helper.make_model(graph), [2, 2]) == {0, 1}
+
+    class Made(torch.nn.Module):
+        def forward(self, x):
+            return torch.full((2,), 3.0)
+
+    class Same(torch.nn.Module):
+        def forward(self, x):
+            return x
+
+    ep = torch.export.export(packed_module([torch.nn.ReLU(), Made(), Same(), torch.nn.Linear(2, 2)], [1, 1, 1, 1]),
+                             tuple(torch.zeros(2) for _ in range(4)))
+    assert lone_members(ep, [1, 1, 1, 1]) == {1, 2}
+
+    target = "tvm.from_onnx"
+    fills = [i for i in sources.load("opinfo", ops=["aten::fill"], limit_per_op=40)
+             if any(0 in a.shape for a in i.input_arrays())]
+    assert fills, "an OpInfo sample of aten::fill on an empty tensor"
+    insts = [*sources.load("opinfo", ops=["aten::abs", "aten::neg"], limit_per_op=1), fills[0]]
+    models.clear_cache()
+    batched = {o.instance_id: o for o in execute_batch(insts, target)}
+    models.clear_cache()
+    alone = {i.id: execute(i, target) for i in insts}
+    assert {k: (o.status, o.stage, o.symptom) for k, o in batched.items()} \
+        == {k: (o.status, o.stage, o.symptom) for k, o in alone.items()}
+    assert batched[fills[0].id].batch in (None, 1)
 
 
 def _packed_exports(monkeypatch) -> list:

@@ -34,10 +34,9 @@ class Packer:
     member_form: Callable[[Instance], str]           # the form a member is built in before packing
     key: Callable[[Instance, Any], tuple | None]     # (instance, member model) -> pack key; None: runs alone
     pack: Callable[[list[Instance], list[Any], list[int]], Packed]  # (instances, member models, outputs each)
-    # (packed model, members' input counts, their output counts, operator names a target's failure lists) -> the
-    # members that hold a node of one of them (raises where a node of one is no member's); None: this form cannot
-    # tell
-    owners: Callable[[Any, list[int], list[int], set[str]], set[int]] | None = None
+    # (packed model, members' input counts, operator names a target's failure lists) -> the members that hold a
+    # node of one of them (raises where a node of one is no member's); None: this form cannot tell
+    owners: Callable[[Any, list[int], set[str]], set[int]] | None = None
 
 
 # -- ONNX members -----------------------------------------------------------------------------------------------
@@ -195,25 +194,23 @@ def converting_node(exc: BaseException, n_in: list[int]) -> tuple[int, Any] | No
     return _translated_node(frames, n_in)
 
 
-def member_nodes(graph: Any, n_in: list[int], members: set[int],
-                 n_out: list[int] | None = None) -> frozenset[tuple[str, str]]:
+def member_nodes(graph: Any, n_in: list[int], members: set[int]) -> frozenset[tuple[str, str]]:
     """(function name, node name) of each call of ``graph`` (a packed program's) that belongs to one of
     ``members`` (:func:`nodes_by_member`): what stands in for those members while the others run."""
-    by_member = nodes_by_member(graph, n_in, n_out)
+    by_member = nodes_by_member(graph, n_in)
     return frozenset().union(*(by_member.get(k, frozenset()) for k in members))
 
 
-def nodes_by_member(graph: Any, n_in: list[int],
-                    n_out: list[int] | None = None) -> dict[int, frozenset[tuple[str, str]]]:
+def nodes_by_member(graph: Any, n_in: list[int]) -> dict[int, frozenset[tuple[str, str]]]:
     """Member -> (function name, node name) of the calls of ``graph`` that belong to it: they compute on that
-    member's inputs or parameters alone (:func:`_node_member`), or on no input at all and only that member uses
-    them: its calls, or its outputs (``n_out``, the members' output counts: torch.empty_strided((2, 3), ...) is a
-    member's whole graph and reads nothing). Each node's owner is found once, for every member."""
+    member's inputs or parameters alone (:func:`_node_member`), or on no input at all and only that member's calls
+    use them (a constant made in the graph; one that is a member's output makes it a lone member, judged alone:
+    :func:`lone_members`). Each node's owner is found once, for every member."""
     return {k: frozenset((node.target.__name__, node.name) for node in nodes if hasattr(node.target, "__name__"))
-            for k, nodes in _call_owners(graph, n_in, n_out).items()}
+            for k, nodes in _call_owners(graph, n_in).items()}
 
 
-def _call_owners(graph: Any, n_in: list[int], n_out: list[int] | None) -> dict[int, list]:
+def _call_owners(graph: Any, n_in: list[int]) -> dict[int, list]:
     """Member -> its call nodes of ``graph`` (:func:`nodes_by_member`); calls that are no single member's are left
     out."""
     bounds = [sum(n_in[:k + 1]) for k in range(len(n_in))]
@@ -230,10 +227,9 @@ def _call_owners(graph: Any, n_in: list[int], n_out: list[int] | None) -> dict[i
         if node.op == "call_function":
             calls.append(node)
             owner[node] = next(iter(reads[node])) if len(reads[node]) == 1 else None
-    returned = _returned_by(graph, n_out)
     for node in reversed(calls):
         if owner[node] is None and not reads_input[node]:
-            users = {owner.get(user) for user in node.users if user.op != "output"} | returned.get(node, set())
+            users = {owner.get(user) for user in node.users}
             if len(users) == 1:
                 owner[node] = users.pop()
     found: dict[int, list] = {}
@@ -241,25 +237,6 @@ def _call_owners(graph: Any, n_in: list[int], n_out: list[int] | None) -> dict[i
         if owner[node] is not None:
             found.setdefault(owner[node], []).append(node)
     return found
-
-
-def _returned_by(graph: Any, n_out: list[int] | None) -> dict:
-    """Node -> the members whose outputs it is (the graph's outputs are the members' in member order); empty where
-    the counts are not known or do not line up (an exported program's outputs are the user outputs only here: a
-    packed program that writes state runs alone)."""
-    if not n_out:
-        return {}
-    output = next((node for node in reversed(graph.nodes) if node.op == "output"), None)
-    values = output.args[0] if output is not None and output.args else ()
-    values = values if isinstance(values, (tuple, list)) else (values,)
-    if len(values) != sum(n_out):
-        return {}
-    member = [k for k, n in enumerate(n_out) for _ in range(n)]
-    returned: dict = {}
-    for pos, value in enumerate(values):
-        if hasattr(value, "users"):  # a graph node (not a constant)
-            returned.setdefault(value, set()).add(member[pos])
-    return returned
 
 
 def _undispatchable(graph: Any, registry: Any, n_in: list[int]) -> set[int]:
@@ -349,7 +326,45 @@ def _tracing(module: Any, trace: Callable[[], Any]) -> Any:
         raise PackFailed(e, culprits(e, module)) from e
 
 
-def exported_program_owners(ep: Any, n_in: list[int], n_out: list[int], names: set[str]) -> set[int]:
+def lone_members(packed: Any, n_out: list[int]) -> set[int]:
+    """The members of a packed model with an output that computes on none of its inputs (a constant: torch.fill of
+    an empty tensor exports as an initializer) or is one of them as it came. Alone, such a member's model returns
+    it as its whole result, which a target may treat otherwise than one element of the packed model's tuple (TVM
+    could not compile an empty constant returned alone, and compiled it in a tuple): they are judged alone. Empty
+    for a form that cannot be read without converting it (a torch module)."""
+    member = [k for k, n in enumerate(n_out) for _ in range(n)]
+    if hasattr(packed, "graph") and hasattr(packed.graph, "initializer"):  # ONNX
+        fed = set(onnx_input_names(packed))
+        live = set(fed)
+        for node in packed.graph.node:  # topologically sorted, as ONNX requires
+            if any(name in live for name in node.input if name):
+                live.update(node.output)
+        outputs = [o.name for o in packed.graph.output]
+        lone = {pos for pos, name in enumerate(outputs) if name in fed or name not in live}
+    else:
+        graph = getattr(getattr(packed, "graph_module", None) or packed, "graph", None)
+        if graph is None or not hasattr(graph, "nodes"):
+            return set()
+        exported = hasattr(packed, "graph_signature")  # an ExportedProgram: parameters are placeholders too
+        live = set()
+        for node in graph.nodes:
+            if node.op == "placeholder":
+                if not exported or _PACKED_INPUT.match(node.name):
+                    live.add(node)
+            elif any(n in live for n in _data_inputs(node)):
+                live.add(node)
+        output = next((node for node in reversed(graph.nodes) if node.op == "output"), None)
+        values = output.args[0] if output is not None and output.args else ()
+        values = values if isinstance(values, (tuple, list)) else (values,)
+        lone = {pos for pos, v in enumerate(values)
+                if not hasattr(v, "op") or v.op == "placeholder" or v not in live}
+        outputs = values
+    if len(outputs) != len(member):
+        return set()
+    return {member[pos] for pos in lone}
+
+
+def exported_program_owners(ep: Any, n_in: list[int], names: set[str]) -> set[int]:
     """The members of a packed program with a node of one of ``names`` ('linalg_lu_solve.default', 'histc'), as
     exported or as decomposed to core ATen (what TVM's from_exported_program converts: a target names the
     functions an operator decomposes into, linalg_lu_solve for aten::lu_solve). A member that holds one fails
@@ -358,7 +373,7 @@ def exported_program_owners(ep: Any, n_in: list[int], n_out: list[int], names: s
     found: set[int] = set()
     from dlci.models.torch_export import decomposed
     for program in (ep, decomposed(ep)):
-        owned = {node: k for k, nodes in _call_owners(program.graph, n_in, n_out).items() for node in nodes}
+        owned = {node: k for k, nodes in _call_owners(program.graph, n_in).items() for node in nodes}
         for node in program.graph.nodes:
             name = getattr(node.target, "__name__", "") if node.op == "call_function" else ""
             if name and (name in names or name.removesuffix(".default") in names):
