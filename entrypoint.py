@@ -33,6 +33,11 @@ MODES = ("single", "plan", "run", "report")
 
 
 def _settings() -> dict:
+    from dlci import redact
+    from dlci.exec.engine import is_secret_name
+    for name, value in os.environ.items():  # the token and every other secret this step was given
+        if name == "INPUT_TOKEN" or is_secret_name(name):
+            redact.register(value)
     mode = R.get_input("mode", "single")
     if mode not in MODES:
         raise R.EventError(f"input mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -54,6 +59,14 @@ def _revisions(s: dict):
     base, head = R.get_input("base"), R.get_input("head")
     pr = None
     name, payload = R.read_event()
+    if name == "pull_request_target" and s["mode"] in ("single", "run"):
+        # pull_request_target runs in the base repository's context, with a token that can write and its secrets,
+        # on the base's workflow: scanning the PR's head there hands all of that to the PR's code
+        raise R.EventError("mode {} refuses pull_request_target: that event runs with the base repository's "
+                           "write token and secrets, and dlci would run the pull request's code in it. Run "
+                           "dlci on pull_request (for forks, the fork-safe pair dlci-fork-run.yml + "
+                           "dlci-fork-post.yml posts with a write token without running their code)"
+                           .format(s["mode"]))
     if name in ("pull_request", "pull_request_target", "merge_group"):
         pr = R.pull_request(name, payload)
     elif not (base and head):
@@ -62,44 +75,133 @@ def _revisions(s: dict):
 
 
 def _scan(s: dict, base: str, head: str, targets: str | None) -> tuple[int, Report | None]:
-    """Run dlci's scan of the PR; (exit code, report). An internal failure still returns the partial report the
-    scan wrote, so that what was found gets posted."""
-    from dlci.campaign import RunOptions
-    from dlci.commands.common import say, split
-    from dlci.scan import ScanRequest, scan
+    """Run dlci's scan of the PR in a sandbox (dlci.github.sandbox: another user, a clean environment, its own
+    clone and output folder); (exit code, report). The scan's results are read back as untrusted data. An internal
+    failure still returns the partial report the scan wrote, so that what was found gets posted."""
+    from dlci.commands.common import say
+    from dlci.exec import interp
+    from dlci.github.sandbox import SandboxError
+    box = _sandbox(say)
     code = ExitCode.CLEAN
-    with R.group("dlci scan"), R.commands_off():  # framework logs are untrusted: no workflow commands in them
-        try:
-            options = RunOptions(out=s["out"], budget=s["budget"], workers=int(s["workers"]), fail_on="never",
-                                 sources=split(s["sources"]) if s["sources"] else None, progress=say)
-            report = scan(ScanRequest(repo=Path(s["repo_path"]), base=base, head=head,
-                                      targets=split(targets) if targets else None, options=options))
-            return (ExitCode.INTERNAL if report.interrupted else ExitCode.CLEAN), report
-        except UsageError as e:
-            say(f"error: {e}")
-            return ExitCode.USAGE, None
-        except InfrastructureError as e:
-            say(f"error: {e}")
-            code = ExitCode.INTERNAL
-        except (Exception, KeyboardInterrupt, cancel.Cancelled):
-            say("internal error or cancelled:\n" + traceback.format_exc()[-3000:])
-            code = ExitCode.INTERNAL
-    partial = s["out"] / "findings.json"
-    return code, Report.read(partial) if partial.is_file() else None
+    try:
+        with R.group("dlci scan"), R.commands_off():  # framework logs are untrusted: no workflow commands in them
+            try:
+                base_sha, head_sha = box.clone(Path(s["repo_path"]), [base, head])
+                cmd = interp.command("dlci", "scan", "--repo", str(box.repo), "--base", base_sha, "--head", head_sha,
+                                     "--out", str(box.out), "--budget", str(s["budget"]), "--workers", s["workers"],
+                                     "--fail-on", "never", *(["--sources", s["sources"]] if s["sources"] else []),
+                                     *(["--targets", targets] if targets else []))
+                rc = box.run(cmd, lambda line: print(line, flush=True))
+                code = {0: ExitCode.CLEAN, 1: ExitCode.CLEAN, 2: ExitCode.USAGE}.get(rc, ExitCode.INTERNAL)
+            except SandboxError as e:
+                say(f"error: {e}")
+                code = ExitCode.INTERNAL
+            except (Exception, KeyboardInterrupt, cancel.Cancelled):
+                say("internal error or cancelled:\n" + traceback.format_exc()[-3000:])
+                code = ExitCode.INTERNAL
+            report = _adopt(box, s["out"], Path(s["repo_path"]))
+    finally:
+        box.remove()
+    if report is not None and report.interrupted:
+        code = ExitCode.INTERNAL
+    return code, report
+
+
+def _sandbox(say):
+    """The sandbox the scan runs in, said in the log; where no second user can run it, the scan runs as this
+    user (a warning, or an error with DLCI_SANDBOX=require) while this process stays unreadable to it."""
+    from dlci.github import sandbox as SB
+    undumpable = SB.make_undumpable()
+    box = SB.Sandbox.create()
+    problem = None if box.who.separate else box.who.why
+    if box.who.separate:
+        problem = box.runs_here()
+        if problem:
+            box.remove()
+            box = SB.Sandbox.create(SB.same_user(problem))
+    if problem:
+        if os.environ.get(SB.MODE_ENV, "auto") == "require":
+            box.remove()
+            raise InfrastructureError(f"{problem} ({SB.MODE_ENV}=require: refusing to run a pull request's code "
+                                      "as the user that holds the token)")
+        R.warning(f"dlci: {box.who.why}" + ("; this process is not readable by it (non-dumpable)"
+                                             if undumpable else "") + " (see docs/action.md, 'Trust')")
+    say(f"the pull request's code runs as {box.who.why}, in a clean environment")
+    return box
+
+
+def _adopt(box, out: Path, repo: Path) -> Report | None:
+    """The sandboxed scan's results, validated (dlci.report.intake), redacted and written under ``out`` by this
+    process; None when the scan left no findings.json, or one that does not pass validation."""
+    from dlci import redact
+    from dlci.commands.common import say
+    from dlci.report import intake
+    if not intake.exists(box.out, "findings.json"):
+        return None
+    try:
+        results = intake.read_results(box.out)
+    except intake.IntakeError as e:
+        say(f"error: the scan's results are not dlci's (nothing of them is posted): {e}")
+        return None
+    # the scan saw its own clone and folder: the report names the repository and output the user knows
+    moved = {str(box.repo): str(repo.resolve()), str(box.out.resolve()): str(out.resolve()),
+             str(box.out): str(out.resolve())}
+
+    def place(v):
+        if isinstance(v, str):
+            for old, new in moved.items():
+                v = v.replace(old, new)
+            return v
+        if isinstance(v, dict):
+            return {k: place(x) for k, x in v.items()}
+        return [place(x) for x in v] if isinstance(v, list) else v
+    report = Report.from_dict(redact.data(place(results.report.to_dict())))
+    _fresh_folder(out)
+    for rel, data in results.scripts.items():
+        dest = out / rel
+        _fresh_folder(dest.parent)
+        _write(dest, redact.data_bytes(data))
+    for name, cap in (("ops.json", 16 << 20), ("results.jsonl", 64 << 20)):
+        if intake.exists(box.out, name):
+            try:
+                _write(out / name, redact.data_bytes(intake.read_file(box.out, name, cap)))
+            except intake.IntakeError as e:
+                say(f"not kept: {e}")
+    report.write(out)
+    return report
+
+
+def _fresh_folder(path: Path) -> None:
+    """``path`` as a real folder: a link there (a pull request can commit one where the output goes) is removed,
+    never followed."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink()
+    path.mkdir(parents=True, exist_ok=True)
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Write a file of this process's own, replacing (never following) whatever was there."""
+    if path.is_symlink() or path.exists():
+        path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
 
 
 def _post(s: dict, report: Report, repo: str | None, number: int | None, head_sha: str | None) -> dict:
     """Comment, check run, job summary, outputs. Returns the outputs written."""
+    from dlci import redact
     from dlci.github import comment as C
     from dlci.report import render_markdown
-    doc = report.to_dict()
+    doc = redact.data(report.to_dict())  # every text posted or written passes redaction, and again at the end
     details = None
     if os.environ.get("GITHUB_SERVER_URL") and os.environ.get("GITHUB_REPOSITORY") and os.environ.get("GITHUB_RUN_ID"):
         details = (f"{os.environ['GITHUB_SERVER_URL']}/{os.environ['GITHUB_REPOSITORY']}/actions/runs/"
                    f"{os.environ['GITHUB_RUN_ID']}")
-    body = C.render(doc, s["out"], details_url=details, version=_version())
-    (s["out"] / "comment.md").write_text(body, encoding="utf-8")
-    R.write_summary(render_markdown(doc))
+    body = redact.text(C.render(doc, s["out"], details_url=details, version=_version()))
+    _fresh_folder(s["out"])
+    _write(s["out"] / "comment.md", body.encode("utf-8"))
+    R.write_summary(redact.text(render_markdown(doc)))
     outputs = {"verdict": C.verdict_line(doc), "findings": len(report.findings),
                "new-findings": sum(1 for f in report.findings if is_new(f)), "comment-id": "",
                "check-run-id": "", "report-path": str(s["out"] / "report.md")}
@@ -118,8 +220,12 @@ def _post(s: dict, report: Report, repo: str | None, number: int | None, head_sh
         if s["check_run"] and head_sha:
             n_counted = report.counted(s["fail_on"])
             conclusion = "failure" if n_counted else ("neutral" if report.findings else "success")
-            outputs["check-run-id"] = poster.check_run(head_sha, s["check_name"], conclusion, C.verdict_line(doc),
-                                                       body, api.annotations(doc))
+            notes, left_out = api.annotations(doc)
+            notes = redact.data(notes)
+            outputs["check-run-id"] = poster.check_run(
+                head_sha, s["check_name"], conclusion, C.verdict_line(doc), body, notes,
+                text=f"{left_out} more annotation(s) not shown (at most {api.ANNOTATIONS_TOTAL} per check run)."
+                if left_out else "")
     except api.ReadOnlyToken as e:
         R.warning("the token cannot write to this repository (a fork's pull request?): results are in the job "
                   f"summary and in {s['out']} for a workflow_run poster ({str(e)[:200]})")
@@ -148,8 +254,9 @@ def _version() -> str:
 
 
 def _finish(s: dict, report: Report, outputs: dict, scan_code: int) -> int:
+    from dlci import redact
     api_error = outputs.pop("api-error", False)
-    R.set_outputs(outputs)
+    R.set_outputs({k: redact.text(str(v)) for k, v in outputs.items()})
     if scan_code not in (ExitCode.CLEAN, ExitCode.FINDINGS) or api_error:
         return ExitCode.INTERNAL
     return ExitCode.FINDINGS if report.counted(s["fail_on"]) else ExitCode.CLEAN
@@ -179,16 +286,18 @@ def mode_plan(s: dict) -> int:
     wanted = {t.strip() for t in s["targets"].split(",") if t.strip()} if s["targets"] else None
     planned = plan(analysis.touches, runners, wanted)
     matrix = planned["matrix"]
-    s["out"].mkdir(parents=True, exist_ok=True)
-    (s["out"] / "plan.json").write_text(json.dumps({**planned, "ops": analysis.to_dict()}, indent=2))
+    _fresh_folder(s["out"])
+    _write(s["out"] / "plan.json", json.dumps({**planned, "ops": analysis.to_dict()}, indent=2).encode())
     R.set_outputs({"matrix": json.dumps(matrix), "verdict": f"{len(matrix['include'])} shard(s)"})
-    print(f"plan: {len(analysis.touches)} touched converter entries -> {len(matrix['include'])} shard(s)")
-    for shard in planned["shards"]:  # why each shard exists: what it tests and where that code runs
-        print(f"  {shard['shard']} on {shard['runner']}: {shard['why'][0]}"
-              + (f" (+{len(shard['why']) - 1} more)" if len(shard["why"]) > 1 else ""))
-    for miss in planned["unrouted"]:
-        print(f"  not planned ({miss['reason']}): {miss['touches'][0]}"
-              + (f" (+{len(miss['touches']) - 1} more)" if len(miss["touches"]) > 1 else ""))
+    # the reasons name the PR's files: a file name holding a newline and "::set-env" must stay one plain line
+    with R.commands_off():
+        print(f"plan: {len(analysis.touches)} touched converter entries -> {len(matrix['include'])} shard(s)")
+        for shard in planned["shards"]:  # why each shard exists: what it tests and where that code runs
+            print(R.log_line(f"  {shard['shard']} on {shard['runner']}: {shard['why'][0]}"
+                             + (f" (+{len(shard['why']) - 1} more)" if len(shard["why"]) > 1 else "")))
+        for miss in planned["unrouted"]:
+            print(R.log_line(f"  not planned ({miss['reason']}): {miss['touches'][0]}"
+                             + (f" (+{len(miss['touches']) - 1} more)" if len(miss["touches"]) > 1 else "")))
     return ExitCode.CLEAN
 
 
@@ -200,8 +309,8 @@ def mode_run(s: dict) -> int:
     targets = target.replace("+", ",") if target and target != "none" else (s["targets"] or None)
     pr, base, head = _revisions(s)
     code, report = _scan(s, base, head, targets)
-    s["out"].mkdir(parents=True, exist_ok=True)
-    (s["out"] / "shard.json").write_text(json.dumps({"shard": shard, "kind": kind}))
+    _fresh_folder(s["out"])
+    _write(s["out"] / "shard.json", json.dumps({"shard": shard, "kind": kind}).encode())
     _write_pr_file(s["out"], pr, head)
     if report is None:
         return code or ExitCode.INTERNAL
@@ -210,23 +319,44 @@ def mode_run(s: dict) -> int:
     return ExitCode.CLEAN if code in (ExitCode.CLEAN, ExitCode.FINDINGS) else code
 
 
+MAX_SHARDS = 64  # result folders one report merges
+
+
+def _result_folders(shards_dir: Path) -> list[Path]:
+    """The folders holding a findings.json under ``shards_dir`` (links are not followed; a findings.json that is a
+    link counts, and intake refuses it)."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(shards_dir, followlinks=False):
+        dirnames.sort()
+        if "findings.json" in filenames or "findings.json" in dirnames:
+            found.append(Path(dirpath))
+        if len(found) > MAX_SHARDS:
+            raise R.EventError(f"more than {MAX_SHARDS} result folders under shards-dir {shards_dir}")
+    return found
+
+
 def mode_report(s: dict) -> int:
     from dlci.github.shards import merge
+    from dlci.report import intake
     shards_dir = Path(R.get_input("shards-dir", "dlci-shards"))
-    dirs = sorted({p.parent for p in shards_dir.rglob("findings.json")}) if shards_dir.is_dir() else []
+    dirs = _result_folders(shards_dir) if shards_dir.is_dir() and not shards_dir.is_symlink() else []
     if not dirs:
         raise R.EventError(f"no shard results (findings.json) under shards-dir {shards_dir}")
-    report = merge(dirs, s["out"])
+    # a shard ran the pull request's code and a fork uploads its own artifact: all of it is validated before
+    # anything reads it, and one folder that fails validation means nothing is posted (IntakeError: exit 2)
+    results = [intake.read_results(d) for d in dirs]
+    _fresh_folder(s["out"])
+    report = merge(dirs, s["out"], results)
     report.write(s["out"])
     name, payload = R.read_event()
     if name in ("pull_request", "pull_request_target", "merge_group"):
         pr = R.pull_request(name, payload)
         repo, number, head = pr.repo, pr.number, pr.head_sha
     else:  # workflow_run after a fork's run: the PR comes from the (untrusted) artifact, checked against GitHub
-        files = sorted(shards_dir.rglob("pr.json"))
+        files = [r.pr_file for r in results if r.pr_file is not None]
         if not files:
             raise R.EventError("no pr.json in the shard results: cannot tell which pull request to report on")
-        number, head = R.validate_pr_file(json.loads(files[0].read_text(encoding="utf-8")))
+        number, head = R.validate_pr_file(files[0])
         run_head = ((payload.get("workflow_run") or {}).get("head_sha"))
         if run_head != head:
             raise R.EventError("pr.json names a head commit other than the workflow run's: refusing to post")
@@ -252,9 +382,9 @@ def _check_pr_head(s: dict, repo: str, number: int, head: str) -> None:
 
 
 def _write_pr_file(out: Path, pr, head: str) -> None:
-    out.mkdir(parents=True, exist_ok=True)
+    _fresh_folder(out)
     if pr is not None:
-        (out / "pr.json").write_text(json.dumps({"number": pr.number, "head_sha": head, "repo": pr.repo}))
+        _write(out / "pr.json", json.dumps({"number": pr.number, "head_sha": head, "repo": pr.repo}).encode())
 
 
 def run() -> int:

@@ -25,9 +25,58 @@ class CheckoutError(InfrastructureError):
     """The revision could not be checked out or prepared (git failure, install command failed): exit 3."""
 
 
+OWNER_FILE = ".dlci-owner"  # in a scan's work folder: the pid (and its start time) of the process that made it
+
+
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env)
+    from dlci.diff import git
+    try:
+        return git.run(repo, *args)
+    except git.GitTimeout as e:
+        raise CheckoutError(str(e)) from None
+
+
+def _process_start(pid: int) -> str | None:
+    """The start time of a live process (field 22 of /proc/<pid>/stat), to tell a pid reused by another process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def claim(workdir: Path) -> None:
+    """Mark ``workdir`` as this process's: a later run removes the worktrees of a work folder whose owner died
+    (a SIGKILL leaves them registered in the repository)."""
+    Path(workdir).mkdir(parents=True, exist_ok=True)
+    (Path(workdir) / OWNER_FILE).write_text(f"{os.getpid()} {_process_start(os.getpid()) or ''}\n")
+
+
+def _owner_alive(workdir: Path) -> bool:
+    try:
+        pid, _, start = (Path(workdir) / OWNER_FILE).read_text().strip().partition(" ")
+        return _process_start(int(pid)) == (start or None)
+    except (OSError, ValueError):
+        return False
+
+
+def remove_stale(repo: Path) -> list[str]:
+    """Remove the worktrees that an earlier run left in ``repo`` when it was killed: those inside a work folder
+    (one holding :data:`OWNER_FILE`) whose owner is no longer running, and those whose folder is gone."""
+    listed = _git(repo, "worktree", "list", "--porcelain")
+    removed = []
+    for line in listed.stdout.splitlines() if listed.returncode == 0 else []:
+        if not line.startswith("worktree "):
+            continue
+        path = Path(line[len("worktree "):])
+        workdir = path.parent
+        if not (workdir / OWNER_FILE).is_file() or _owner_alive(workdir):
+            continue
+        _git(repo, "worktree", "remove", "--force", str(path))
+        shutil.rmtree(workdir, ignore_errors=True)
+        removed.append(str(path))
+    _git(repo, "worktree", "prune")
+    return removed
 
 
 class Checkout:
@@ -41,6 +90,9 @@ class Checkout:
         path = Path(workdir) / label
         if path.exists():
             shutil.rmtree(path)
+        if not (Path(workdir) / OWNER_FILE).is_file():
+            remove_stale(repo)
+            claim(workdir)
         proc = _git(repo, "worktree", "add", "--detach", "--force", str(path), sha)
         if proc.returncode != 0:
             raise CheckoutError(f"git worktree add for {label} ({sha[:12]}) failed: {proc.stderr.strip()}")

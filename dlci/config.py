@@ -122,6 +122,9 @@ class Config:
             raise ConfigError(f"{origin}: fuzz.max_blocks must be at least 1")
         if data.get("limit_per_op") is not None and data["limit_per_op"] < 1:
             raise ConfigError(f"{origin}: limit_per_op must be at least 1")
+        for key, text in [("install", data.get("install"))] + [(f"env.{k}", v) for k, v in (data.get("env") or {}).items()]:
+            if isinstance(text, str):
+                _check_placeholders(text, f"{origin}: {key}")
         from dlci.findings.known import KnownIssueError, parse as parse_known
         try:
             parse_known(data.get("known_issues") or [], origin)
@@ -130,3 +133,19 @@ class Config:
         cfg = cls(**{k: v for k, v in data.items() if v is not None}, source=origin)
         cfg.env = {str(k): str(v) for k, v in (cfg.env or {}).items()} if cfg.env is not None else None
         return cfg
+
+
+PLACEHOLDERS = ("checkout", "prefix", "site_packages")  # what install and env values may name in braces
+
+
+def _check_placeholders(text: str, where: str) -> None:
+    """``{checkout}``, ``{prefix}``, ``{site_packages}`` and ``{{``/``}}`` (a literal brace) only."""
+    import string
+    try:
+        names = [name for _, name, _, _ in string.Formatter().parse(text) if name is not None]
+    except ValueError as e:
+        raise ConfigError(f"{where}: {e} (write a literal brace as {{{{ or }}}})") from None
+    bad = [n for n in names if n not in PLACEHOLDERS]
+    if bad:
+        raise ConfigError(f"{where}: unknown placeholder {{{bad[0]}}}; known: "
+                          + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS) + " (a literal brace is {{ or }})")

@@ -250,11 +250,11 @@ def presence(key: str) -> Presence:
 
 
 def _ask_child(keys: list[str]) -> dict[str, Presence]:
-    cmd = [sys.executable, "-m", "dlci.devices", "--dynamic", ",".join(keys)]
-    root = str(Path(__file__).resolve().parent.parent)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH", "")])))
+    from dlci.exec import interp
+    cmd = interp.command("dlci.devices", "--dynamic", ",".join(keys))
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=env)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=interp.env(),
+                              cwd=interp.neutral_dir(), stdin=subprocess.DEVNULL)
         doc = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {}
     except (OSError, subprocess.TimeoutExpired, ValueError) as e:
         return {k: Presence(False, f"device probe failed: {type(e).__name__}: {e}") for k in keys}

@@ -1,7 +1,9 @@
 """The PR comment, annotations and shard merging, on findings documents shaped like dlci's."""
 from __future__ import annotations
 
+import html
 import json
+import re
 from pathlib import Path
 
 from dlci.github import api, comment, shards
@@ -62,12 +64,15 @@ def test_untrusted_text_cannot_break_out_of_its_code_block(tmp_path):
     f["operator"] = "aten::elu`<img src=x>"
     body = comment.render(doc([f]), tmp_path)
     assert "````python" in body  # a longer fence than any backtick run inside
-    assert "`<img" not in body and "<img" not in body
+    assert "``aten::elu`<img src=x>``" in body  # the name stays whole, in a span its backtick cannot close
+    assert "<img" not in _strip_code(body)
 
 
 def test_annotations_point_at_the_changed_line_with_valid_levels():
-    notes = api.annotations(doc([finding(1), finding(2, new=False)],
-                                coverage={"unreached": [{"file": TOUCH["file"], "line": 470, "region": "X._elu"}]}))
+    notes, left_out = api.annotations(doc([finding(1), finding(2, new=False)],
+                                          coverage={"unreached": [{"file": TOUCH["file"], "line": 470,
+                                                                   "region": "X._elu"}]}))
+    assert left_out == 0
     assert [(a["start_line"], a["annotation_level"]) for a in notes] == [(466, "failure"), (466, "notice"),
                                                                          (470, "notice")]
     assert all(a["annotation_level"] in ("notice", "warning", "failure") and a["path"] == TOUCH["file"]
@@ -128,7 +133,183 @@ def test_comment_says_since_when_and_keeps_a_commit_subject_inert(tmp_path):
     old = finding(2, new=False)
     old["since"] = {"package": "apache-tvm", "report": "introduced in apache-tvm 0.26.0; 0.25.0 good; 2 installs"}
     body = comment.render(doc([new, old]), tmp_path)
-    assert ("Introduced by commit introduced by cccccccccccc \"ELU: use 'min'&lt;b>\"; parent aaaaaaaaaaaa good"
+    assert ("Introduced by commit introduced by cccccccccccc \"ELU: use \\`min\\`&lt;b&gt;\"; parent aaaaaaaaaaaa good"
             in body)
     assert "Since release: introduced in apache-tvm 0.26.0; 0.25.0 good; 2 installs." in body
     assert body.index("Introduced by commit") < body.index("ALREADY ON BASE") < body.index("Since release")
+
+
+# -- hostile pull requests: whatever the PR (or a fork's artifact) writes stays text --------------------------------
+
+EVIL_OP = "aten::elu``x` @org/team <img src=x onerror=alert(1)> #123"
+EVIL_MSG = ("boom\n```\n## injected heading\n<img src=x onerror=alert(1)>\n@octocat @org/team #123 GH-7 owner/repo#9 "
+            "https://evil.example/x www.evil.example\n````\n")
+EVIL_TEXT = "[x](https://evil.example) ![i](https://evil.example/i.png) @org/team #123 | <details> *b* `c"
+
+
+def hostile_doc() -> dict:
+    """A findings document whose every PR-derived string is an attack (mentions, references, markup, fences)."""
+    f = finding(1, message=EVIL_MSG, signature="sig``@user #1")
+    f.update(operator=EVIL_OP, symptom=EVIL_TEXT, stage="## stage\n- item @user", oracle="crash\n# heading",
+             also_in=["@org/team", "tvm.from_exported_program"], operators=[EVIL_OP, "aten::x`@org/team"],
+             origin={"source": "@origin-user", "test": "test_`x` @user"}, target_version="0.27 #5",
+             introduced_by={"report": "introduced by cccccccccccc \"fix `min` @org/team #99 <b>\"; parent ok"},
+             rule={"name": "r`@x", "category_title": "@org/t", "summary": "#123 GH-4 <script>",
+                   "graph_a": "<img src=x>", "graph_b": "@u\n## g"})
+    f["repro"] = "repro/F001`@user.py"
+    known = finding(2, new=False, signature="k")
+    known["known"] = {"link": "javascript:alert(1)//@org/team", "note": "tracked in #77 by @maintainer\n## x"}
+    old = finding(3, new=False, signature="o")
+    old["base"] = {"status": "crash\n@org/team", "symptom": "<img src=x> #44"}
+    old["since"] = {"report": "introduced in pkg 1.0 [x](https://evil.example) @org/team"}
+    d = doc([f, known, old],
+            touched=[dict(TOUCH, file="python/evil\n## injected.py", why="@org/team changed #12 <b>",
+                          converter="conv\\|x`y || \\\\|z",
+                          targets=["tvm.from_exported_program", "@org/team"]), TOUCH],
+            coverage={"changed_statements": 3, "reached_statements": 1, "instances_reaching": 2,
+                      "unreached": [{"file": "a`b @user.py", "line": 3, "region": "@org/team <details> #8"}]},
+            bisect={"asked": ["commits"], "lines": ["@org/team #5 ## x"], "error": "<img src=x> @u"},
+            graph_level=[{"file": "g @user.py", "line": 1, "why": "#123 [l](https://evil.example)"}],
+            unmapped=[{"file": "u.py", "line": 2, "region": "@org/team", "why": "<img src=x>"}],
+            targets_not_installed=["@org/team #3"], operators=[EVIL_OP], profiles=["@org/team"])
+    st = d["stats"]
+    st["per_target"]["evil|target @org/team #9"] = {"pass": 0, "unsupported": 2, "invalid": 0, "crash": 0,
+                                                     "inconsistency": 0}
+    st["flaky"] = [{"signature": "flaky``sig @org/team"}]
+    st["unreproduced"] = [{"signature": "u`@user"}]
+    st["devices"] = {"@org/team": "<img src=x>"}
+    st["device_notes"] = {"#12": "@user"}
+    st["not_reproduced_in_budget"] = ["@org/team #1"]
+    return d
+
+
+def _strip_code(md: str) -> str:
+    """The markdown a renderer would still read as markdown, approximately by CommonMark: fenced code blocks (closed
+    only by a backtick run at least as long as the opening one) and code spans (closed only by a run of the same
+    length; a backslash-escaped backtick opens none) removed."""
+    kept, fence, in_html = [], None, False
+    for line in md.split("\n"):
+        run = re.match(r"\s*(`{3,})", line)
+        in_html = bool(line.strip()) and (in_html or bool(re.match(r"\s*</?details>", line)))
+        if in_html and fence is None:  # an HTML block (ours): no markdown inside, a backtick there is literal
+            kept.append(line.replace("`", "'"))
+        elif fence is None and run and "`" not in line.strip()[len(run.group(1)):]:
+            fence = len(run.group(1))
+        elif fence is not None:
+            if re.fullmatch(rf"\s*`{{{fence},}}\s*", line):
+                fence = None
+        else:
+            kept.append(line)
+    assert fence is None, "a fence was left open"
+    text, out, i = "\n".join(kept), [], 0
+    while i < len(text):
+        if text[i] == "\\" and i + 1 < len(text):
+            out.append(text[i:i + 2])
+            i += 2
+            continue
+        run = re.match(r"`+", text[i:])
+        if run:
+            n = len(run.group(0))
+            close = re.compile(rf"(?<!`)`{{{n}}}(?!`)").search(text, i + n)
+            if close:
+                i = close.end()
+                continue
+            out.append(run.group(0))
+            i += n
+            continue
+        out.append(text[i])
+        i += 1
+    return "".join(out)
+
+
+def _as_read(md: str) -> str:
+    """What a reader sees outside code: backslash escapes and HTML entities resolved (GitHub finds mentions and
+    references in that text)."""
+    return html.unescape(re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", _strip_code(md)))
+
+
+def assert_inert(md: str) -> None:
+    seen = _as_read(md)
+    assert not re.search(r"@[A-Za-z0-9]", seen), re.findall(r".{0,30}@[A-Za-z0-9].{0,30}", seen)
+    assert not re.search(r"#\d|\bGH-\d", seen, re.I), re.findall(r".{0,30}#\d.{0,10}", seen)
+    assert "://" not in seen and "www.evil" not in seen
+    outside = _strip_code(md)
+    tags = re.findall(r"<(?!/?(?:details|summary|code|sub)>|!-- dlci:)[^>]*>?", outside)
+    assert not tags, tags  # only our own tags; none from the input
+    assert not re.search(r"\]\(", re.sub(r"\\.", "", outside))  # no [text](link), no ![image](src)
+    # no heading the input started: on its own line or in a list item
+    assert not re.search(r"^\s*(?:[-*+]\s+)?#{1,6}\s+(?:injected|x|g|stage|heading)\b", outside, re.M)
+
+
+def _table_rows_keep_their_cells(md: str) -> None:
+    """GFM splits a table row at every ``|`` not escaped, inside code spans too (cmark-gfm's row scanner reads a
+    backslash and the punctuation after it as one, left to right)."""
+    width = None
+    for row in md.split("\n"):
+        if not row.startswith("|"):
+            width = None  # the table ended
+            continue
+        n = re.sub(r"\\[!-/:-@\[-`{-~]", "E", row).count("|")
+        width = width or n  # the header row
+        assert n == width, row
+
+
+def test_hostile_findings_stay_inert_in_the_comment(tmp_path):
+    (tmp_path / "repro").mkdir()
+    (tmp_path / "repro" / "F001`@user.py").write_text("s = '''\n```\n## injected heading\n'''  # @octocat #1\n")
+    body = comment.render(hostile_doc(), tmp_path)
+    assert_inert(body)
+    assert "NEW IN THIS PR" in body and "KNOWN ISSUES" in body and "FLAKY" in body
+    assert "<img" not in _strip_code(body) and "<script" not in _strip_code(body)
+    # the names are still there to read, in code spans that the name cannot close
+    assert f"```{EVIL_OP}```" in body and "```flaky``sig @org/team```" in body
+    assert "````python" in body  # the reproducer's fence is longer than its ``` line
+    # the known issue's javascript: link is shown, never a link
+    assert "`javascript:alert(1)//@org/team`" in body and "tracked in #&#8203;77 by @&#8203;maintainer" in body
+
+
+def test_hostile_findings_stay_inert_in_the_report_and_its_tables_keep_their_columns():
+    from dlci.report import render_markdown
+    md = render_markdown(hostile_doc())
+    assert_inert(md)
+    _table_rows_keep_their_cells(md)
+    assert "<img" not in _strip_code(md) and "<details>" in md  # our <details> around the message only
+    assert "`````\nboom\n```\n## injected heading" in md  # the message's fence outlasts its ``` and ```` lines
+    assert md.count("## injected heading") == 1 and f"```{EVIL_OP}```" in md
+
+
+def test_hostile_annotations_are_plain_text_at_safe_paths_and_capped():
+    d = hostile_doc()
+    bad = ["../../etc/passwd", "/etc/passwd", "a\nb.py", "a\\..\\b.py", "", "ok/../../x.py"]
+    d["pr"]["coverage"]["unreached"] = [{"file": p, "line": 1, "region": None} for p in bad] + \
+        [{"file": "./ok.py", "line": "7", "region": "@org/team"}, {"file": "ok.py", "line": "x", "region": None}]
+    d["findings"][2].update(id="F003 @user", symptom=EVIL_TEXT, message=EVIL_MSG + "\x00\x1b[31m")
+    notes, left_out = api.annotations(d)
+    assert left_out == 0
+    assert [a["path"] for a in notes] == [TOUCH["file"], TOUCH["file"], "ok.py"]  # F002 and F003, the gap
+    assert [a["start_line"] for a in notes] == [466, 466, 7]
+    title, message = notes[1]["title"], notes[1]["message"]
+    assert "\n" not in title and len(title) <= 255 and "@org" not in title and "@\u200borg/team" in title
+    assert "@octocat" not in message and "@\u200boctocat" in message and len(message) <= 4000
+    assert not any(re.search(r"[\x00-\x08\x0b-\x1f\x7f]", a["title"] + a["message"]) for a in notes)
+    many = doc([], coverage={"unreached": [{"file": "m.py", "line": n, "region": None} for n in range(1, 251)]})
+    notes, left_out = api.annotations(many)
+    assert len(notes) == api.ANNOTATIONS_TOTAL and left_out == 250 - api.ANNOTATIONS_TOTAL
+
+
+def test_escape_functions():
+    from dlci.report import escape
+    assert escape.code("a`b") == "``a`b``" and escape.code("`x") == "`` `x ``" and escape.code("") == "` `"
+    assert escape.code("a\nb\x00c") == "`a b c`" and escape.code("x" * 300).endswith("…`")
+    assert escape.code("a|b", cell=True) == "`a\\|b`" and len(escape.code("x" * 300)) == 202
+    assert escape.code("a\\|b", cell=True) == "`a\\\\\\|b`"  # the row scanner pairs "\\\\", then "\\|"
+    assert escape.prose("1. step") == "1\\. step" and escape.prose("- item").startswith("\\-")
+    assert escape.prose("0.27") == "0.27" and escape.prose("-1.5") == "-1.5"  # no list marker: left as is
+    assert escape.prose("#12 and GH-3, see o/r#4") == "\\#&#8203;12 and GH-&#8203;3, see o/r#&#8203;4"
+    assert escape.prose("base_fx_graph(x) -> y") == "base_fx_graph(x) -&gt; y"  # reads as it was written
+    assert escape.prose("&#64;user <b>") == "&amp;#&#8203;64;user &lt;b&gt;"
+    assert escape.fence("a\n```\n````b") == "`````\na\n```\n````b\n`````"
+    assert escape.fence("x\ry", "py") == "```py\nx\ny\n```"
+    assert escape.plain("@team\nnext\x07", 100) == "@\u200bteam next" and escape.plain("x" * 10, 5) == "xxxx…"
+    assert escape.plain("a\r\nb", multiline=True) == "a\nb"
+    assert escape.html('r/"F<1>@x.py') == "r/&quot;F&lt;1&gt;@&#8203;x.py"

@@ -20,7 +20,6 @@ every finding of the same scan (one install per commit, not per finding).
 """
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tempfile
@@ -35,10 +34,8 @@ from dlci.config import CONFIG_FILE, Config
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(LC_ALL="C", GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0")
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env,
-                          stdin=subprocess.DEVNULL)
+    from dlci.diff import git
+    return git.run(repo, *args)
 
 
 def profiles_for(repo, config: Config) -> list:

@@ -59,8 +59,8 @@ def canonical(name: str) -> str:
 
 
 def cache_root() -> Path:
-    root = os.environ.get("DLCI_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "dlci")
-    return Path(root) / "bisect"
+    from dlci import cache
+    return cache.root() / "bisect"
 
 
 def _pip(python: str, args: list[str], index_url: str | None = None, timeout: float = PIP_TIMEOUT
@@ -114,7 +114,9 @@ def _base_info(python: str) -> dict:
             "print(json.dumps({'python': sys.version.split()[0], 'implementation': sys.implementation.name,\n"
             "  'platform': sysconfig.get_platform(), 'executable': sys.executable, 'dists': d,\n"
             "  'modules': m.packages_distributions()}))\n")
-    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120)
+    from dlci.exec import interp
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120, env=interp.env(),
+                          cwd=interp.neutral_dir(), stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
         raise BisectInputError(f"cannot run the interpreter {python}: {proc.stderr.strip()[-300:]}")
     info = json.loads(proc.stdout)
@@ -252,8 +254,9 @@ class ReleaseEnvs:
                 "    f = getattr(importlib.import_module(mod), '__file__', None) or ''\n"
                 "    print(mod, os.path.realpath(f))\n")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(layer)] + inherited("PYTHONPATH"))}
-        proc = subprocess.run([self.python, "-c", code], capture_output=True, text=True, env=env, timeout=600,
-                              stdin=subprocess.DEVNULL)
+        from dlci.exec import interp
+        proc = subprocess.run([self.python, "-c", code], capture_output=True, text=True, env=interp.env(env),
+                              timeout=600, stdin=subprocess.DEVNULL, cwd=interp.neutral_dir())
         if proc.returncode != 0:
             self._fail(failed, proc.stderr, f"{name} {version} does not import", always=True)
         lines = proc.stdout.splitlines()

@@ -17,16 +17,15 @@ from __future__ import annotations
 
 from dlci.errors import UsageError
 
-import atexit
 import fnmatch
-import os
 import re
-import shutil
 import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from dlci.diff import git
 
 __all__ = ["DiffError", "Hunk", "FileChange", "Diff", "GitRepo", "diff", "match_path"]
 
@@ -104,52 +103,12 @@ _CONFIG = ("core.quotepath=off", "diff.noprefix=false", "diff.mnemonicPrefix=fal
 _DIFF_OPTS = ("--no-color", "--no-ext-diff", "--no-textconv", "--no-relative", "--find-renames", "-M", "-C",
               "--src-prefix=a/", "--dst-prefix=b/", "--inter-hunk-context=0", "--ignore-submodules=none")
 
-_home_lock = threading.Lock()
-_home: str | None = None
-_trusted: tuple[str, ...] | None = None
-
-
-def _empty_home() -> str:
-    """One empty HOME per process, so no ~/.gitconfig or XDG config is read; removed at exit."""
-    global _home
-    with _home_lock:
-        if _home is None:
-            _home = tempfile.mkdtemp(prefix="dlci-git-home-")
-            atexit.register(shutil.rmtree, _home, True)
-        return _home
-
-
 def _git_env() -> dict[str, str]:
-    # every GIT_* variable goes: GIT_DIR, GIT_CONFIG_PARAMETERS (set when run from a git hook), GIT_EXTERNAL_DIFF...
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    home = _empty_home()
-    env.update(HOME=home, XDG_CONFIG_HOME=home, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull,
-               GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", PAGER="cat", LC_ALL="C", LANG="C", LANGUAGE="C",
-               GIT_OPTIONAL_LOCKS="0")
-    return env
-
-
-def _trusted_dirs() -> tuple[str, ...]:
-    """The user's ``safe.directory`` entries. Dropping the global config must not make git refuse a checkout
-    that the user (or actions/checkout) marked as trusted, so these alone are carried over as ``-c``."""
-    global _trusted
-    if _trusted is None:
-        try:
-            r = subprocess.run(["git", "config", "--get-all", "safe.directory"], capture_output=True, cwd="/",
-                               env={k: v for k, v in os.environ.items() if not k.startswith("GIT_")})
-            _trusted = tuple(line for line in r.stdout.decode("utf-8", "surrogateescape").splitlines() if line)
-        except OSError:
-            _trusted = ()
-    return _trusted
+    return git.env()
 
 
 def _git_cmd(args: list[str] | tuple[str, ...]) -> list[str]:
-    cmd = ["git", "--no-pager"]
-    for kv in _CONFIG:
-        cmd += ["-c", kv]
-    for d in _trusted_dirs():
-        cmd += ["-c", f"safe.directory={d}"]
-    return cmd + list(args)
+    return git.command(args, config=_CONFIG)
 
 
 def _decode_path(b: bytes) -> str:
@@ -385,9 +344,11 @@ class GitRepo:
     def _run(self, args: list[str], *, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess:
         try:
             r = subprocess.run(_git_cmd(args), cwd=cwd or self.path, env=self._env, capture_output=True,
-                               stdin=subprocess.DEVNULL)
+                               stdin=subprocess.DEVNULL, timeout=git.TIMEOUT_S)
         except FileNotFoundError as e:
             raise DiffError("git is not installed (or not on PATH)") from e
+        except subprocess.TimeoutExpired:
+            raise DiffError(f"git {' '.join(args[:2])} ran past {git.TIMEOUT_S:.0f} s in {cwd or self.path}") from None
         if check and r.returncode != 0:
             raise DiffError(f"git {' '.join(args[:2])} failed in {cwd or self.path}: {_msg(r)}")
         return r

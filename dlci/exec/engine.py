@@ -23,6 +23,7 @@ from typing import Callable, Iterable, Sequence
 import psutil
 
 import dlci.exec.protocol as protocol
+from dlci.exec import interp
 from dlci.outcome import CRASH, INVALID, Outcome
 
 LOG_TAIL_BYTES = 4096
@@ -91,10 +92,11 @@ def worker_env(overrides: dict | None = None) -> dict:
     env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     env["PYTHONUNBUFFERED"] = "1"  # a crash must not swallow what was printed just before it
     env.update({k: str(v) for k, v in (overrides or {}).items()})
-    # the worker imports dlci (and job modules the parent can import) from a fresh interpreter
+    # the revision's paths first (its code must win over an installed copy), then the job modules the parent can
+    # import; dlci itself comes from its bootstrap (dlci.exec.interp), whatever a revision puts on the path
     prefixes = tuple(os.path.realpath(p) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
     extra = [p for p in sys.path if p and os.path.isdir(p) and not os.path.realpath(p).startswith(prefixes)]
-    paths = [_ROOT] + extra + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p] + extra + [_ROOT]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     return {k: v for k, v in env.items() if not is_secret_name(k)}
 
@@ -335,15 +337,16 @@ class Engine:
         with open(log_path, "ab") as log:
             log.write(f"=== dlci worker slot {slot} starting at {time.strftime('%H:%M:%S')} ===\n".encode())
             log.flush()
-            cmd = [sys.executable, "-m", "dlci.exec.worker", "--in", str(p2c_r), "--out", str(c2p_w),
-                   "--warm", ",".join(self.warm_imports), "--data-limit-mb", str(self.data_limit_mb)]
+            cmd = interp.command("dlci.exec.worker", "--in", str(p2c_r), "--out", str(c2p_w),
+                                 "--warm", ",".join(self.warm_imports), "--data-limit-mb", str(self.data_limit_mb))
             try:
                 # own session: the whole group can be killed, and a terminal's Ctrl-C reaches only the parent
                 # fork+exec of a fresh interpreter (never a bare fork: CUDA state does not survive one)
                 env = {**self._env, **gpu_slot_env(slot, self.gpus, self.gpu_memory_mb, self.workers)} \
                     if self.gpus or self.gpu_memory_mb else self._env
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                        pass_fds=(p2c_r, c2p_w), env=env, start_new_session=True)
+                                        pass_fds=(p2c_r, c2p_w), env=interp.env(env), start_new_session=True,
+                                        cwd=interp.neutral_dir())
             finally:
                 os.close(p2c_r)
                 os.close(c2p_w)

@@ -91,9 +91,10 @@ class _Interpreter:
     """One warm interpreter; one check at a time."""
 
     def __init__(self, env: dict, preload: tuple[str, ...] = PRELOAD, ready_within: float = 120.0):
+        from dlci.exec import interp
         self.proc = subprocess.Popen([sys.executable, "-c", _SERVER, str(_SETUP), *preload], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
-                                     start_new_session=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                     env=interp.env(env), cwd=interp.neutral_dir(), start_new_session=True)
         with cancel._lock:  # a cancelled run kills it (and the check it is running) with the other children
             cancel._children.add(self.proc)
         self.ready = self._read(timeout=ready_within) == {"ready": True}

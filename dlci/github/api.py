@@ -13,10 +13,14 @@ import time
 from dataclasses import dataclass
 
 from dlci.github.comment import MARKER
+from dlci.report.escape import plain
 
 DEFAULT_BOT = "github-actions[bot]"
 ANNOTATIONS_PER_REQUEST = 50  # GitHub's limit per check-run create/update
 SUMMARY_LIMIT = 65_535       # check-run output.summary / output.text
+ANNOTATIONS_TOTAL = 200      # per check run: more would bury the ones that matter (the rest are counted, not sent)
+ANNOTATION_TITLE_LIMIT = 255
+ANNOTATION_MESSAGE_LIMIT = 4_000  # GitHub allows 64 KiB; a finding's message is in the report in full
 
 
 class ReadOnlyToken(Exception):
@@ -131,9 +135,36 @@ class Poster:
         return run.id
 
 
-def annotations(doc: dict) -> list[dict]:
+def _annotation_path(path) -> str | None:
+    """A path GitHub can place an annotation on: relative to the repository, no ``..``, no control character, no
+    backslash. Anything else (a hostile findings document) is not annotated."""
+    if not isinstance(path, str) or not path or len(path) > 1000 or path.startswith("/") \
+            or any(ord(c) < 32 or ord(c) == 127 or c == "\\" for c in path):
+        return None
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        return None
+    return "/".join(parts)
+
+
+def _annotation(path, line, level: str, title: str, message: str) -> dict | None:
+    path = _annotation_path(path)
+    try:
+        line = int(line)
+    except (TypeError, ValueError):
+        return None
+    if path is None or line < 1:
+        return None
+    return {"path": path, "start_line": line, "end_line": line, "annotation_level": level,
+            "title": plain(title, ANNOTATION_TITLE_LIMIT),
+            "message": plain(message, ANNOTATION_MESSAGE_LIMIT, multiline=True)}
+
+
+def annotations(doc: dict, limit: int = ANNOTATIONS_TOTAL) -> tuple[list[dict], int]:
     """Check-run annotations at the changed converter lines: failure for a new finding that the line selected,
-    notice for one already on base and for a changed line no test reached."""
+    notice for one already on base and for a changed line no test reached. Returns (at most ``limit`` annotations,
+    how many more there were): the caller says that some were left out. Titles and messages are the PR's text:
+    plain, no mention; an annotation whose path is not a plain relative path is dropped."""
     from dlci import operators
     pr = doc.get("pr") or {}
     out, seen = [], set()
@@ -150,16 +181,19 @@ def annotations(doc: dict) -> list[dict]:
                 continue
             seen.add(key)
             new = f.get("new_in_pr")
-            out.append({"path": t["file"], "start_line": int(t["line"]), "end_line": int(t["line"]),
-                        # only a new finding is the changed line's fault; an old bug there is worth a notice
-                        "annotation_level": "failure" if new else "notice",
-                        "title": f"{f['id']}: {f['operator']} {f['symptom']} through {f['target']}"[:255],
-                        "message": (("New in this PR. " if new else "Already on the base revision. " if new is False
-                                     else "") + f"{f['oracle']} at {f.get('stage')}: {f.get('message', '')}")[:4000]})
-            break  # one line per finding: the first converter line that selected it
+            note = _annotation(t["file"], t["line"],
+                               # only a new finding is the changed line's fault; an old bug there is worth a notice
+                               "failure" if new else "notice",
+                               f"{f['id']}: {f['operator']} {f['symptom']} through {f['target']}",
+                               ("New in this PR. " if new else "Already on the base revision. " if new is False
+                                else "") + f"{f['oracle']} at {f.get('stage')}: {f.get('message', '')}")
+            if note is not None:
+                out.append(note)
+                break  # one line per finding: the first converter line that selected it
     for gap in (pr.get("coverage") or {}).get("unreached") or []:
-        out.append({"path": gap["file"], "start_line": int(gap["line"]), "end_line": int(gap["line"]),
-                    "annotation_level": "notice", "title": "Changed line not reached by any dlci test",
-                    "message": f"No operator instance ran this changed line of {gap['region'] or 'the module'}; "
-                               "consider a test that does."})
-    return out
+        note = _annotation(gap["file"], gap["line"], "notice", "Changed line not reached by any dlci test",
+                           f"No operator instance ran this changed line of {gap['region'] or 'the module'}; "
+                           "consider a test that does.")
+        if note is not None:
+            out.append(note)
+    return out[:limit], max(0, len(out) - limit)

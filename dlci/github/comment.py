@@ -1,15 +1,19 @@
 """The PR comment: one per pull request, verdict first, findings grouped by what the maintainer must do about them.
 
-Rendered from ``dlci/templates/comment.md.j2``. GitHub rejects comment bodies over 65,536 characters, so the body is
-rendered with everything, then with reproducers shortened, then dropped, then with fewer findings listed, until it
-fits; what was left out is said at the end with a pointer to the job summary and the artifact.
+Rendered from ``dlci/templates/comment.md.j2``. Every value that comes from the findings document (the PR's names
+and messages; a fork's artifact for a ``workflow_run`` poster) goes through :mod:`dlci.report.escape` (in the template
+as its filters ``code``, ``prose``, ``fence``, ``html``, ``plain``).
+
+GitHub rejects comment bodies over 65,536 characters, so the body is rendered with everything, then with reproducers
+shortened, then dropped, then with fewer findings listed, until it fits; what was left out is said at the end with a
+pointer to the job summary and the artifact.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from dlci.findings import attribution
+from dlci.report.escape import code, fence, html, plain, prose
 
 MARKER = "<!-- dlci:sticky-comment -->"
 COMMENT_LIMIT = 65_536
@@ -18,9 +22,11 @@ REPRO_INLINE_LIMIT = 6_000  # characters of one reproducer shown inline at most
 
 def _env():
     import jinja2
-    return jinja2.Environment(loader=jinja2.PackageLoader("dlci", "templates"), autoescape=False,
-                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
-                              undefined=jinja2.StrictUndefined)
+    env = jinja2.Environment(loader=jinja2.PackageLoader("dlci", "templates"), autoescape=False,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                             undefined=jinja2.StrictUndefined)
+    env.filters.update(code=code, prose=prose, fence=fence, html=html, plain=plain)
+    return env
 
 
 def _selected_by(finding: dict, touched: list[dict]) -> str | None:
@@ -38,19 +44,26 @@ def _selected_by(finding: dict, touched: list[dict]) -> str | None:
 def _base_note(f: dict) -> str | None:
     base = f.get("base") or {}
     if f.get("new_in_pr") and base.get("status") not in (None, "pass"):
-        return f"On base the same instances also fail, differently ({base.get('status')}: {base.get('symptom')})."
+        return (f"On base the same instances also fail, differently ({prose(base.get('status'), 80)}: "
+                f"{prose(base.get('symptom'))}).")
     return None
 
 
 def _bisect_note(f: dict) -> str | None:
     """Since when (dlci.bisect.attribution): the PR's commit, or the release, that introduced the finding."""
     said = []
+    # a commit subject is the PR author's text: escaped like any other
     if (f.get("introduced_by") or {}).get("report"):
-        said.append(f"Introduced by commit {f['introduced_by']['report']}.")
+        said.append(f"Introduced by commit {prose(f['introduced_by']['report'], 500)}.")
     if (f.get("since") or {}).get("report"):
-        said.append(f"Since release: {f['since']['report']}.")
-    # a commit subject is the PR author's text: it must not close a code span or open markup
-    return " ".join(said).replace("`", "'").replace("<", "&lt;")[:600] or None
+        said.append(f"Since release: {prose(f['since']['report'], 500)}.")
+    return " ".join(said) or None
+
+
+def _known_note(known: dict) -> str:
+    """A known issue's link and note come from .dlci.yml in the PR's tree: the link is shown, not followed."""
+    link, note = known.get("link"), known.get("note")
+    return " ".join(["Known:", *([code(link)] if link else []), *([prose(note)] if note else [])])
 
 
 def verdict_line(doc: dict) -> str:
@@ -85,13 +98,15 @@ def render(doc: dict, out_dir: Path, *, details_url: str | None = None, version:
     skipped = []
     for target, counts in (stats.get("per_target") or {}).items():
         if counts.get("unsupported"):
-            skipped.append(f"{target}: {counts['unsupported']} test(s) of unsupported operators/forms")
+            skipped.append(f"{prose(target, 100)}: {prose(counts['unsupported'], 20)} test(s) of unsupported "
+                           "operators/forms")
     for gap in ((pr.get("coverage") or {}).get("unreached") or [])[:20]:
-        skipped.append(f"test gap: `{gap['file']}:{gap['line']}` ({gap['region'] or 'module level'}) changed, "
-                       "but no instance ran it")
+        where = code(f"{gap['file']}:{gap['line']}")
+        skipped.append(f"test gap: {where} ({prose(gap.get('region')) or 'module level'}) changed, but no instance "
+                       "ran it")
     if pr.get("targets_not_installed"):
         skipped.append("targets reached by the diff but not installed on this runner: "
-                       + ", ".join(pr["targets_not_installed"]))
+                       + ", ".join(prose(t, 100) for t in pr["targets_not_installed"]))
     flaky = sorted({f["signature"] for f in stats.get("flaky") or []})
 
     # progressively smaller renderings until the body fits
@@ -116,13 +131,7 @@ def _render_once(doc, findings, flaky, skipped, repro_limit, max_findings, detai
             g["repro_text"] = text[:repro_limit] + "\n# ... (shortened: the full script is in the job's artifact)"
         else:
             g["repro_text"] = text
-        # results may come from a fork's run (untrusted): no value can close its code span or fence early
-        g["fence"] = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", g["repro_text"] or "")), default=0))
-        for key in ("operator", "target", "symptom", "oracle", "stage", "repro", "selected_by"):
-            if isinstance(g.get(key), str):
-                g[key] = g[key].replace("`", "'").replace("\n", " ").replace("<", "&lt;")[:200]
-        g["also_in"] = [str(x).replace("`", "'")[:80] for x in g.get("also_in") or []]
-        shown.append(g)
+        shown.append(g)  # its values are escaped in the template (results may come from a fork's run)
     if repro_limit == 0 and any(f["full_repro"] for f in findings):
         notes.append("Reproducers are not inlined (the comment would exceed GitHub's size limit)")
     if max_findings and len(findings) > max_findings:
@@ -136,15 +145,14 @@ def _render_once(doc, findings, flaky, skipped, repro_limit, max_findings, detai
          "findings": [f for f in shown if attribution(f) == "unattributed"]},
         {"title": "KNOWN ISSUES", "blurb": "Matched by `known_issues` in `.dlci.yml`: tracked elsewhere, never fail "
                                            "the job.",
-         "findings": [dict(f, base_note=f"Known: {f['known'].get('link') or ''} {f['known'].get('note') or ''}"
-                           .strip()) for f in shown if attribution(f) == "known"]},
+         "findings": [dict(f, base_note=_known_note(f["known"])) for f in shown if attribution(f) == "known"]},
     ]
     truncated = ("; ".join(notes) + ": see the job summary and the `dlci-out` artifact.") if notes else ""
     ops = pr.get("operators") or sorted({t["operator"] for t in pr.get("touched") or []})
     summary_line = (f"{len(ops)} operator(s) touched by this PR"
-                    + (f" ({', '.join(f'`{o}`' for o in ops[:12])}{' …' if len(ops) > 12 else ''})" if ops else "")
-                    + f"; {stats.get('tests_run', 0)} tests through "
-                    + (", ".join(sorted(stats.get("per_target") or {})) or "no target") + ".")
+                    + (f" ({', '.join(code(o, 80) for o in ops[:12])}{' …' if len(ops) > 12 else ''})" if ops else "")
+                    + f"; {prose(stats.get('tests_run', 0), 20)} tests through "
+                    + (", ".join(prose(t, 100) for t in sorted(stats.get("per_target") or {})) or "no target") + ".")
     return _env().get_template("comment.md.j2").render(
         marker=MARKER, headline=verdict_line(doc), summary_line=summary_line,
         nothing_to_test=pr.get("nothing_to_test"), sections=sections, flaky=flaky[:20], skipped=skipped,

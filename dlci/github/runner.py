@@ -142,6 +142,11 @@ def group(title: str):
     return gau.group(title)
 
 
+def log_line(text: str) -> str:
+    """``text`` as one line of the log: control characters (a newline starting a workflow command) escaped."""
+    return re.sub(r"[\x00-\x1f\x7f\u2028\u2029]", lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def commands_off():
     """While untrusted output is printed, the runner ignores workflow commands (a fresh random token each time)."""
     import secrets

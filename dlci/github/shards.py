@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 from dlci.findings import Finding
@@ -121,34 +120,37 @@ def plan(touches, runners: dict[str, list[str]], wanted: set[str] | None = None)
             "unrouted": [{"reason": r, "touches": sorted(set(v))[:20]} for r, v in unrouted.items()]}
 
 
-def merge(shard_dirs: list[Path], out: Path) -> Report:
-    """Merge the shards' findings.json into one report under ``out`` (reproducers copied and renumbered).
-    The same signature from several runner kinds is one finding listing the kinds."""
+def merge(shard_dirs: list[Path], out: Path, results: list | None = None) -> Report:
+    """Merge the shards' results into one report under ``out`` (reproducers copied and renumbered). The same
+    signature from several runner kinds is one finding listing the kinds.
+
+    Each shard folder is untrusted (a shard ran the pull request's code; a fork uploads its own artifact): it is
+    read through :mod:`dlci.report.intake` (``results``: folders already read that way), and only what passed
+    is written under ``out``."""
+    from dlci.report import intake
+    results = list(results) if results is not None else [intake.read_results(d) for d in shard_dirs]
+    if not results:
+        raise FileNotFoundError(f"no findings.json in any shard under {', '.join(map(str, shard_dirs)) or '-'}")
     out.mkdir(parents=True, exist_ok=True)
     (out / "repro").mkdir(exist_ok=True)
-    docs = []
-    for d in shard_dirs:
-        path = Path(d) / "findings.json"
-        if path.is_file():
-            docs.append((Path(d), Report.read(path).to_dict()))
-    if not docs:
-        raise FileNotFoundError(f"no findings.json in any shard under {', '.join(map(str, shard_dirs)) or '-'}")
+    kinds = {r.shard.get("kind", "") for r in results}
     findings, by_sig = [], {}
     stats = {"tests_run": 0, "tests_valid": 0, "seconds": 0.0, "per_target": {}, "flaky": [], "shards": []}
     pr = None
-    for d, doc in docs:
-        kind = (json.loads((d / "shard.json").read_text()) if (d / "shard.json").is_file() else {}).get("kind", "")
+    for res in results:
+        doc = res.report.to_dict()
+        kind = res.shard.get("kind", "")
         st = doc["stats"]
         stats["tests_run"] += st.get("tests_run", 0)
         stats["tests_valid"] += st.get("tests_valid", 0)
         stats["seconds"] = max(stats["seconds"], st.get("seconds", 0.0))
         stats["flaky"] += st.get("flaky") or []
         for key in ("devices", "device_notes", "targets_not_on_runner"):  # a GPU shard's device, or why it had none
-            if st.get(key):
+            if isinstance(st.get(key), dict):
                 stats.setdefault(key, {}).update(st[key])
-        stats["shards"].append({"dir": d.name, "kind": kind, "tests_run": st.get("tests_run", 0)})
+        stats["shards"].append({"dir": res.folder.name, "kind": kind, "tests_run": st.get("tests_run", 0)})
         for target, counts in (st.get("per_target") or {}).items():
-            key = f"{target}@{kind}" if kind and len({k for k in _kinds(docs)}) > 1 else target
+            key = f"{target}@{kind}" if kind and len(kinds) > 1 else target
             stats["per_target"][key] = counts
         pr = _merge_pr(pr, doc.get("pr"))
         for f in doc["findings"]:
@@ -156,23 +158,21 @@ def merge(shard_dirs: list[Path], out: Path) -> Report:
                 by_sig[f["signature"]].setdefault("runners", []).append(kind)
                 continue
             f = dict(f, runners=[kind] if kind else [])
-            if f.get("repro") and (d / f["repro"]).is_file():
-                f["_src"] = d / f["repro"]
+            f["_script"] = res.scripts.get(f.get("repro") or "")
+            f["test_style_repro"] = ""  # not carried over: the merged artifact holds the scripts it lists
             by_sig[f["signature"]] = f
             findings.append(f)
     for n, f in enumerate(findings, start=1):
         f["id"] = f"F{n:03d}"
-        src = f.pop("_src", None)
-        if src is not None:
-            dest = out / "repro" / f"{f['id']}_{src.name.split('_', 1)[-1]}"
-            shutil.copyfile(src, dest)
+        script = f.pop("_script", None)
+        if script is not None:
+            dest = out / "repro" / f"{f['id']}_{intake.script_name(f['repro']).split('_', 1)[-1]}"
+            dest.unlink(missing_ok=True)  # never write through a link left in the output folder
+            dest.write_bytes(script)
             f["repro"] = str(dest.relative_to(out))
+        else:
+            f["repro"] = ""
     return Report(findings=[Finding.from_dict(f) for f in findings], stats=stats, pr=pr)
-
-
-def _kinds(docs) -> set[str]:
-    return {(json.loads((d / "shard.json").read_text()) if (d / "shard.json").is_file() else {}).get("kind", "")
-            for d, _ in docs}
 
 
 def _merge_pr(acc: dict | None, pr: dict | None) -> dict | None:

@@ -40,8 +40,8 @@ def root() -> Path:
     """``$DLCI_FORM_STORE`` where it names a folder, else ``forms`` under dlci's cache folder."""
     if _setting() and _setting().lower() not in ("on", "1", "yes", "true"):
         return Path(_setting())
-    from dlci.sources import cache_root  # the one place that says where dlci's caches live
-    return cache_root() / "forms"
+    from dlci import cache
+    return cache.root() / "forms"
 
 
 @functools.lru_cache(maxsize=1)

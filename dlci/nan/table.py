@@ -180,8 +180,8 @@ def _cache_path() -> Path:
         version = importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:
         raise ImportError("torch is not installed") from None
-    root = os.environ.get("DLCI_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "dlci")
-    return Path(root) / f"nan-opinfo-domains-{version}-f{FORMAT}.json"
+    from dlci import cache
+    return cache.root() / f"nan-opinfo-domains-{version}-f{FORMAT}.json"
 
 
 def opinfo_domains() -> list[dict]:

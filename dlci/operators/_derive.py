@@ -35,8 +35,8 @@ def versions() -> dict[str, str | None]:
 
 
 def cache_dir() -> Path:
-    env = os.environ.get("DLCI_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "dlci"
+    from dlci import cache
+    return cache.root()
 
 
 def _source_hash() -> str:

@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import ast
-import os
 import re
 import subprocess
 from dataclasses import dataclass, field
@@ -336,12 +335,6 @@ def cpp_names(region, text: str | None = None) -> list[str]:
 # git grep (callers at one revision)
 # ---------------------------------------------------------------------------------------------------------------
 
-def _git_env() -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, LC_ALL="C", GIT_TERMINAL_PROMPT="0")
-    return env
-
-
 def rev_sha(repo, rev: str) -> str:
     return {"head": repo.head, "base": repo.base}.get(rev, rev)
 
@@ -354,13 +347,14 @@ def grep_words(repo, rev: str, words: Iterable[str], pathspecs: Iterable[str]) -
     if not words or not pathspecs:
         return {}
     sha = rev_sha(repo, rev)
-    cmd = ["git", "-c", "core.quotepath=off", "-c", "grep.column=false", "-c", "grep.fullName=false",
-           "-c", "grep.patternType=fixed", "-C", str(repo.path), "grep", "-z", "-n", "-I", "-w", "-F", "--no-color"]
+    from dlci.diff import git
+    cmd = git.command(["-C", str(repo.path), "grep", "-z", "-n", "-I", "-w", "-F", "--no-color"],
+                      config=("grep.column=false", "grep.fullName=false", "grep.patternType=fixed"))
     for w in words:
         cmd += ["-e", w]
     cmd += [sha, "--", *pathspecs]
     try:
-        proc = subprocess.run(cmd, capture_output=True, env=_git_env(), timeout=120)
+        proc = subprocess.run(cmd, capture_output=True, env=git.env(), timeout=120, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         proc = None
     out: dict[str, list[int]] = {}

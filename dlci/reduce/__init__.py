@@ -133,11 +133,13 @@ def engine_runner(engine, target: str, timeout: float | None = None,
 
 
 def _introspect_subprocess(request: dict, timeout: float) -> dict | None:
+    from dlci.exec import interp
     from dlci.exec.engine import worker_env
     from dlci.reduce._introspect import MARKER
     try:
-        proc = subprocess.run([sys.executable, "-m", "dlci.reduce._introspect"], input=json.dumps(request),
-                              capture_output=True, text=True, timeout=max(5.0, timeout), env=worker_env())
+        proc = subprocess.run(interp.command("dlci.reduce._introspect"), input=json.dumps(request),
+                              capture_output=True, text=True, timeout=max(5.0, timeout),
+                              env=interp.env(worker_env()), cwd=interp.neutral_dir())
     except (subprocess.TimeoutExpired, OSError):
         return None
     for line in reversed(proc.stdout.splitlines()):

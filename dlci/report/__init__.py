@@ -1,23 +1,35 @@
-"""report.md: a run's findings document (dlci.report.document.Report, the findings.json contract) for people."""
+"""report.md: a run's findings document (dlci.report.document.Report, the findings.json contract) for people.
+
+It is the job summary too: every value of the document (the PR's names and messages, a fork's artifact) goes through
+:mod:`dlci.report.escape` (``C`` a code span, ``P`` prose, ``fence``); only the words and numbers formatted here are
+written as they are.
+"""
 from __future__ import annotations
 
 from pathlib import Path
 
 from dlci.findings import attribution
+from dlci.report.escape import code as C, fence, prose as P
 
 
-def verdict(doc: dict) -> str:
+def _cell(value, limit: int = 200) -> str:
+    """A code span inside a table row."""
+    return C(value, limit, cell=True)
+
+
+def verdict(doc: dict, name=str) -> str:
+    """One sentence; ``name`` renders the targets it names (escape.prose in markdown, as they are on a console)."""
     known = sum(1 for f in doc["findings"] if attribution(f) == "known")
     n = len(doc["findings"]) - known
     st = doc["stats"]
     tail = " (interrupted: partial results)" if st.get("interrupted") else ""
     tail = (f" ({known} more match known issues)" if known else "") + tail
     if n == 0 and not st.get("tests_run") and st.get("targets_not_on_runner"):
-        return (f"Nothing ran on this runner: {', '.join(st['targets_not_on_runner'])} need a device it does not "
-                f"have{tail}.")
+        return (f"Nothing ran on this runner: {', '.join(name(t) for t in st['targets_not_on_runner'])} need a "
+                f"device it does not have{tail}.")
     if n == 0:
-        return f"No confirmed findings in {st['tests_valid']} valid tests{tail}."
-    return f"{n} confirmed finding{'s' if n != 1 else ''} in {st['tests_valid']} valid tests{tail}."
+        return f"No confirmed findings in {name(st['tests_valid'])} valid tests{tail}."
+    return f"{n} confirmed finding{'s' if n != 1 else ''} in {name(st['tests_valid'])} valid tests{tail}."
 
 
 def _new_in_pr(f: dict) -> str:
@@ -26,10 +38,10 @@ def _new_in_pr(f: dict) -> str:
     base = f.get("base") or {}
     if not f["new_in_pr"]:
         return "no: the same failure is already on the base revision"
-    status, symptom = base.get("status", "?"), base.get("symptom")
-    if status == "pass":
+    if base.get("status") == "pass":
         return "**yes** (the same instances pass on the base revision)"
-    if symptom == f.get("symptom") and status == f.get("oracle"):
+    status, symptom = P(base.get("status", "?"), 80), (P(base["symptom"]) if base.get("symptom") else None)
+    if base.get("symptom") == f.get("symptom") and base.get("status") == f.get("oracle"):
         return f"**yes** (on base the same instances fail otherwise: {symptom}, with other values)"
     return f"**yes** (on base the same instances fail otherwise: {status}" + (f", {symptom})" if symptom else ")")
 
@@ -39,27 +51,27 @@ _GROUPS = (("new", "New in this PR"), ("on_base", "Already on the base revision"
 
 
 def _release_groups(against: dict) -> tuple:
-    return (("new", f"New in {against['package']} {against['installed']}"),
-            ("on_base", f"Already in {against['package']} {against['version']}"), ("known", "Known issues"),
-            ("unattributed", "Not compared"))
+    return (("new", f"New in {P(against['package'], 80)} {P(against['installed'], 80)}"),
+            ("on_base", f"Already in {P(against['package'], 80)} {P(against['version'], 80)}"),
+            ("known", "Known issues"), ("unattributed", "Not compared"))
 
 
 def _new_in_release(f: dict) -> str:
     a = f.get("against") or {}
     if f.get("new_in_release") is None:
-        return f"not compared ({a.get('note') or a.get('status') or 'no re-run'})"
-    older = f"{a.get('package')} {a.get('version')}"
+        return f"not compared ({P(a.get('note') or a.get('status') or 'no re-run')})"
+    older = f"{P(a.get('package'), 80)} {P(a.get('version'), 80)}"
     if not f["new_in_release"]:
         text = f"no: the same failure in {older}"
     elif a.get("status") == "pass":
         text = f"**yes** (the same instances pass on {older})"
     else:
-        text = f"**yes** (on {older} the same instances fail otherwise: {a.get('status')}" + (
-            f", {a['symptom']})" if a.get("symptom") else ")")
+        text = f"**yes** (on {older} the same instances fail otherwise: {P(a.get('status'), 80)}" + (
+            f", {P(a['symptom'])})" if a.get("symptom") else ")")
     rep = a.get("reproducer")
     if rep:
-        said = {"good": "passes", "bad": "reproduces"}.get(rep["verdict"], f"neither ({rep.get('reason')})")
-        text += f"; its reproducer under {a.get('version')}: {said} (`{rep['command']}`)"
+        said = {"good": "passes", "bad": "reproduces"}.get(rep["verdict"], f"neither ({P(rep.get('reason'))})")
+        text += f"; its reproducer under {P(a.get('version'), 80)}: {said} ({C(rep['command'], 500)})"
     return text
 
 
@@ -67,9 +79,9 @@ def _bisected(f: dict) -> list[str]:
     """Since when: the PR's commit that introduced the finding, the release that did (dlci.bisect.attribution)."""
     lines = []
     if f.get("introduced_by"):
-        lines.append(f"- introduced by commit: {f['introduced_by']['report']}")
+        lines.append(f"- introduced by commit: {P(f['introduced_by']['report'], 500)}")  # a commit subject in it
     if f.get("since"):
-        lines.append(f"- since release: {f['since']['report']}")
+        lines.append(f"- since release: {P(f['since']['report'], 500)}")
     return lines
 
 
@@ -80,8 +92,9 @@ def _findings_table(findings: list, pr: bool, groups: tuple = _GROUPS) -> list[s
               "|---|---|---|---|---|---|---|---|"]
 
     def row(f):
-        return (f"| {f['id']} | {f['oracle']} | `{f['operator']}` | {f['target']} {f['target_version']} | "
-                f"{f['stage']} | {f['symptom']} | {len(f['instances'])} | `{f['repro']}` |")
+        return (f"| {P(f['id'], 20)} | {P(f['oracle'], 40)} | {_cell(f['operator'])} | {P(f['target'], 100)} "
+                f"{P(f['target_version'], 40)} | {P(f['stage'], 80)} | {P(f['symptom'])} | {len(f['instances'])} | "
+                f"{_cell(f['repro'])} |")
     if not pr:
         return header + [row(f) for f in findings] + [""]
     lines = []
@@ -94,64 +107,68 @@ def _findings_table(findings: list, pr: bool, groups: tuple = _GROUPS) -> list[s
 
 def _pr_section(pr: dict, findings: list) -> list[str]:
     """What the diff touched and why, base attribution, and the changed lines no test reached."""
-    lines = [f"## Pull request {pr['base'][:12]}..{pr['head'][:12]}", ""]
+    lines = [f"## Pull request {P(pr['base'][:12])}..{P(pr['head'][:12])}", ""]
     if pr.get("nothing_to_test"):
-        lines += [f"**Nothing to test:** {pr['nothing_to_test']}.", ""]
+        lines += [f"**Nothing to test:** {P(pr['nothing_to_test'])}.", ""]
     new = sum(1 for f in findings if attribution(f) == "new")
     old = sum(1 for f in findings if attribution(f) == "on_base")
     if findings:
         lines += [f"{new} finding(s) new in this PR, {old} already on the base revision.", ""]
     touched = pr.get("touched") or []
     if touched:
-        lines += [f"Profiles: {', '.join(pr.get('profiles') or [])}. Touched operators "
+        lines += [f"Profiles: {', '.join(P(x, 80) for x in pr.get('profiles') or [])}. Touched operators "
                   f"({len({t['operator'] for t in touched})}):", "",
                   "| operator | converter | selected by | why | targets |", "|---|---|---|---|---|"]
         for t in touched[:100]:
-            lines.append(f"| `{t['operator']}` | `{t['converter'][:60]}` | `{t['file']}:{t['line']}` | {t['why']} | "
-                         f"{', '.join(t['targets']) or '-'} |")
+            lines.append(f"| {_cell(t['operator'])} | {_cell(t['converter'], 60)} | {_where(t, cell=True)} | "
+                         f"{P(t['why'])} | {', '.join(P(x, 100) for x in t['targets']) or '-'} |")
         if len(touched) > 100:
             lines.append(f"| … {len(touched) - 100} more in ops.json | | | | |")
         lines.append("")
     bisect = pr.get("bisect") or {}
     if bisect.get("lines") or bisect.get("error"):
-        lines += [f"Bisection (`.dlci.yml` bisect: {', '.join(bisect.get('asked') or ['commits'])}; "
+        lines += [f"Bisection (`.dlci.yml` bisect: {', '.join(P(x, 40) for x in bisect.get('asked') or ['commits'])}; "
                   f"{bisect.get('seconds', 0):.0f} s of {bisect.get('budget_s', 0):.0f} s):", ""]
-        lines += [f"- {line}" for line in bisect.get("lines") or []]
-        lines += [f"- failed: {bisect['error']}"] if bisect.get("error") else []
+        lines += [f"- {P(line, 500)}" for line in bisect.get("lines") or []]
+        lines += [f"- failed: {P(bisect['error'], 500)}"] if bisect.get("error") else []
         lines.append("")
     cov = pr.get("coverage") or {}
     if cov.get("changed_statements"):
-        lines += [f"Changed converter statements run by the tests: {cov['reached_statements']} of "
-                  f"{cov['changed_statements']} ({cov['instances_reaching']} instances reached them)."]
+        lines += [f"Changed converter statements run by the tests: {P(cov['reached_statements'], 20)} of "
+                  f"{P(cov['changed_statements'], 20)} ({P(cov['instances_reaching'], 20)} instances reached them)."]
         if cov.get("unreached"):
             lines += ["", "**Test gap** — changed lines no instance reached:", ""]
-            lines += [f"- `{g['file']}:{g['line']}` ({g['region'] or 'module level'})" for g in cov["unreached"][:30]]
+            lines += [f"- {_where(g)} ({P(g['region']) or 'module level'})" for g in cov["unreached"][:30]]
         lines.append("")
     fz = pr.get("fuzz")
     if fz:
-        lines += [f"Graph fuzzing share ({fz['share']:.0%} of the testing budget, {', '.join(fz['targets'])}): "
-                  f"{fz['why']}."]
+        lines += [f"Graph fuzzing share ({fz['share']:.0%} of the testing budget, "
+                  f"{', '.join(P(x, 100) for x in fz['targets'])}): {P(fz['why'])}."]
         if pr.get("fuzz_already_on_base"):
             lines += [f"It also met {len(pr['fuzz_already_on_base'])} failure(s) the base revision shows the same "
-                      "way (not the PR's, not listed): " + ", ".join(f"`{f['operator']}` on {f['target']}"
+                      "way (not the PR's, not listed): " + ", ".join(f"{C(f['operator'])} on {P(f['target'], 100)}"
                                                                      for f in pr["fuzz_already_on_base"][:10]) + "."]
         lines.append("")
     if pr.get("graph_level"):
         lines += ["Graph-level code changed (tested with generated multi-operator graphs):", ""]
-        lines += [f"- `{g['file']}:{g['line']}` — {g['why']}" for g in pr["graph_level"][:20]]
+        lines += [f"- {_where(g)} — {P(g['why'])}" for g in pr["graph_level"][:20]]
         lines.append("")
     if pr.get("unmapped"):
         lines += ["Changed code that maps to no operator:", ""]
-        lines += [f"- `{u['file']}:{u['line']}` {u.get('region') or ''} — {u['why']}" for u in pr["unmapped"][:30]]
+        lines += [f"- {_where(u)} {P(u.get('region'))} — {P(u['why'])}" for u in pr["unmapped"][:30]]
         lines.append("")
     hint = pr.get("head_run")
     if hint and findings:
         checkout, env = hint if isinstance(hint, list) else ("", hint)
         script = Path(pr.get("out") or ".") / (findings[0].get("repro") or "repro/F001.py")
         lines += ["Run a reproducer against the PR's code (a fresh checkout of the head revision):", ""]
-        lines += [f"    {checkout}"] if checkout else []
-        lines += [f"    {env} python {script}", ""]
+        lines += [fence((f"{checkout}\n" if checkout else "") + f"{env} python {script}", "sh"), ""]
     return lines
+
+
+def _where(g: dict, cell: bool = False) -> str:
+    """A changed line, ``file:line``, as a code span."""
+    return C(f"{g['file']}:{g['line']}", cell=cell)
 
 
 def _other_operators(f: dict) -> list[str]:
@@ -159,14 +176,14 @@ def _other_operators(f: dict) -> list[str]:
     others = [op for op in f.get("operators") or [] if op != f["operator"]]
     if not others:
         return []
-    shown = ", ".join(f"`{op}`" for op in others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
+    shown = ", ".join(C(op) for op in others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
     return [f"- the same failure on {len(others)} other operator{'s' if len(others) > 1 else ''}: {shown}"]
 
 
 def _ops_part(red: dict) -> str:
     """"11 to 1 operators, " when the graph pass removed operators (multi-operator instances)."""
     before, after = red["before"].get("operators"), red["after"].get("operators")
-    return f"{before} to {after} operators, " if before and after and before != after else ""
+    return f"{P(before, 20)} to {P(after, 20)} operators, " if before and after and before != after else ""
 
 
 def _graph_lines(f: dict) -> list[str]:
@@ -174,25 +191,26 @@ def _graph_lines(f: dict) -> list[str]:
     g = f.get("graph")
     if not g:
         return []
-    ops = " -> ".join(g.get("node_types") or []) or "?"
+    ops = " -> ".join(P(t, 80) for t in (g.get("node_types") or [])[:100]) or "?"
     if g.get("multi_operator") and g.get("node") and f.get("oracle") == "inconsistency":
         cut = g.get("cut_after") or {}
-        where = (f"no operator alone fails this way; the first wrong value is `{g['localised_to']}`'s (node {g['node']}"
+        where = (f"no operator alone fails this way; the first wrong value is {C(g['localised_to'])}'s (node "
+                 f"{P(g['node'], 40)}"
                  + (": the graph cut after it already fails)" if cut.get("wrong") == g["node"] else
                     ": the failing output)"))
     elif g.get("multi_operator") and g.get("node"):
-        where = f"no operator alone fails this way; the error names `{g['localised_to']}` (node {g['node']})"
+        where = f"no operator alone fails this way; the error names {C(g['localised_to'])} (node {P(g['node'], 40)})"
     else:
-        where = (f"localised to `{g['localised_to']}` (node {g.get('node')})" if g.get("node") else
+        where = (f"localised to {C(g['localised_to'])} (node {P(g.get('node'), 40)})" if g.get("node") else
                  "no single operator fails this way (and no node is named by the error)")
     lines = [f"- {where}; the graph: {ops}"]
     alone = g.get("each_operator_alone") or {}
     if alone:
         lines.append("- each operator alone on this target, inputs from the reference: "
-                     + ", ".join(f"{k} {v}" for k, v in alone.items()))
+                     + ", ".join(f"{P(k, 80)} {P(v, 80)}" for k, v in alone.items()))
     if g.get("multi_operator_only"):
-        lines.append(f"- **multi-operator only**: every one of the {g.get('operators')} operators passes alone; the "
-                     "failure needs them together")
+        lines.append(f"- **multi-operator only**: every one of the {P(g.get('operators'), 20)} operators passes "
+                     "alone; the failure needs them together")
     lines += _culprit_lines(g)
     return lines
 
@@ -204,15 +222,16 @@ def _culprit_lines(g: dict) -> list[str]:
     trace = g.get("trace") or {}
     if trace.get("used") and trace.get("first_divergent"):
         lines.append(f"- first operator whose output diverges from the float64 reference (intermediate values "
-                     f"exposed): {trace['first_divergent']}")
+                     f"exposed): {P(trace['first_divergent'])}")
     elif trace.get("why"):
-        lines.append(f"- no trace of intermediate values: {trace['why']}")
+        lines.append(f"- no trace of intermediate values: {P(trace['why'])}")
     if g.get("parameters_that_matter"):
         lines.append("- parameters of the culprit that matter (reset alone, the failure goes away): "
-                     + ", ".join(f"`{p}`" for p in g["parameters_that_matter"]))
+                     + ", ".join(C(p) for p in g["parameters_that_matter"]))
     share = g.get("share") or {}
     if "share" in share:
-        lines.append(f"- share of the final error the culprit accounts for: {share['share']:.0%} ({share.get('how')})")
+        lines.append(f"- share of the final error the culprit accounts for: {share['share']:.0%} "
+                     f"({P(share.get('how'))})")
     return lines
 
 
@@ -220,11 +239,12 @@ def _fuzz_section(fz: dict) -> list[str]:
     cov = fz.get("coverage") or {}
     nets = fz.get("networks") or {}
     lines = ["## Graph fuzzing", "",
-             f"Strategy {(fz.get('strategy') or {}).get('strategy', '?')}: {nets.get('kept', 0)} networks run "
-             f"({nets.get('generated', 0)} generated: {nets.get('rejected', 0)} rejected by validation, "
-             f"{nets.get('no_new_coverage', 0)} added no coverage), {nets.get('mean_operators', 0)} operators on "
-             f"average; corpus {(fz.get('corpus') or {}).get('blocks', '?')} blocks over "
-             f"{(fz.get('corpus') or {}).get('operators', '?')} operators.", "",
+             f"Strategy {P((fz.get('strategy') or {}).get('strategy', '?'), 80)}: {P(nets.get('kept', 0), 20)} "
+             f"networks run ({P(nets.get('generated', 0), 20)} generated: {P(nets.get('rejected', 0), 20)} rejected "
+             f"by validation, {P(nets.get('no_new_coverage', 0), 20)} added no coverage), "
+             f"{P(nets.get('mean_operators', 0), 20)} operators on average; corpus "
+             f"{P((fz.get('corpus') or {}).get('blocks', '?'), 20)} blocks over "
+             f"{P((fz.get('corpus') or {}).get('operators', '?'), 20)} operators.", "",
              "| OTC | IDC | ODC | SEC | SPC | OLC |", "|---|---|---|---|---|---|",
              "| " + " | ".join(f"{cov.get(k, 0):.1%}" for k in ("OTC", "IDC", "ODC", "SEC", "SPC", "OLC")) + " |", ""]
     tl = fz.get("timeline") or []
@@ -238,54 +258,36 @@ def _fuzz_section(fz: dict) -> list[str]:
 def _evolve_section(ev: dict) -> list[str]:
     """dlci evolve: each seed's search, what failed on which candidate."""
     lines = ["## Input and weight search", "",
-             f"Strategy {ev.get('strategy', '?')}; first failure after "
+             f"Strategy {P(ev.get('strategy', '?'), 80)}; first failure after "
              + (f"{ev['first_failure_seconds']:.0f} s." if ev.get("first_failure_seconds") is not None else "—."), "",
              "| seed | genes | candidates | best fitness | failed on |", "|---|---|---|---|---|"]
     for s in ev.get("seeds") or []:
-        found = ", ".join(f"{t} (candidate {x['candidate']}, {x['seconds']:.0f} s, `{x['operator']}`)"
-                          for t, x in (s.get("found") or {}).items()) or "—"
-        lines.append(f"| {s['seed']} | {s['genes']} ({s['gene_elements']} values) | {s['candidates']} | "
-                     f"{s['best_fitness'] if s['best_fitness'] is not None else '—'} | {found} |")
+        found = ", ".join(f"{P(t, 100)} (candidate {P(x['candidate'], 20)}, {x['seconds']:.0f} s, "
+                          f"{_cell(x['operator'])})" for t, x in (s.get("found") or {}).items()) or "—"
+        lines.append(f"| {P(s['seed'], 100)} | {P(s['genes'], 20)} ({P(s['gene_elements'], 20)} values) | "
+                     f"{P(s['candidates'], 20)} | "
+                     f"{P(s['best_fitness'], 40) if s['best_fitness'] is not None else '—'} | {found} |")
     return lines + [""]
 
 
 def render_markdown(doc: dict) -> str:
     st = doc["stats"]
-    lines = ["# dlci report", "", f"**{verdict(doc)}**", "",
-             f"{st['tests_run']} tests run ({st['tests_valid']} valid) on {st.get('operators', '?')} operators, "
-             f"{st.get('instances', '?')} instances, in {st['seconds']:.0f} s.", ""]
+    lines = ["# dlci report", "", f"**{verdict(doc, P)}**", "",
+             f"{P(st['tests_run'], 20)} tests run ({P(st['tests_valid'], 20)} valid) on "
+             f"{P(st.get('operators', '?'), 20)} operators, {P(st.get('instances', '?'), 20)} instances, in "
+             f"{st['seconds']:.0f} s.", ""]
     if doc.get("pr"):
         lines += _pr_section(doc["pr"], doc["findings"])
     against = doc.get("against")
     if against:
-        lines += [f"**Release regression:** {against['line']}. Each finding's instances ran again under "
-                  f"{against['package']} {against['version']} (a layer over this environment: "
-                  f"{', '.join(against['delta'])}).", ""]
+        lines += [f"**Release regression:** {P(against['line'], 500)}. Each finding's instances ran again under "
+                  f"{P(against['package'], 80)} {P(against['version'], 80)} (a layer over this environment: "
+                  f"{', '.join(P(x, 200) for x in against['delta'])}).", ""]
     if doc["findings"]:
         lines += _findings_table(doc["findings"], bool(doc.get("pr") or against),
                                  _release_groups(against) if against else _GROUPS)
         for f in doc["findings"]:
-            known = f" — known issue {f['known'].get('link') or f['known'].get('note')}" if f.get("known") else ""
-            lines += [f"## {f['id']}: {f['target']} — {f['symptom']} on `{f['operator']}`{known}", "",
-                      f"- stage: {f['stage']}; origin: {f['origin'].get('source')} `{f['origin'].get('test')}`",
-                      *_other_operators(f),
-                      f"- signature: `{f['signature']}`",
-                      *([f"- equivalence rule `{f['rule']['name']}` ({f['rule']['category_title']}): "
-                         f"{f['rule']['summary']}", f"  - graph A: {f['rule']['graph_a']}",
-                         f"  - graph B: {f['rule']['graph_b']}"] if f.get("rule") else []),
-                      *([f"- reduced from {_ops_part(f['reduction'])}{f['reduction']['before'].get('elements')} to "
-                         f"{f['reduction']['after'].get('elements')} input elements"
-                         + (f"; the parameters that matter: {', '.join(f['reduction']['params_that_matter'])}"
-                            if f['reduction'].get('params_that_matter') else "")]
-                        if (f.get("reduction") or {}).get("changed") and f["reduction"].get("confirmed") else []),
-                      *_graph_lines(f),
-                      *([f"- the same failure also shows through: {', '.join(f['also_in'])}"] if f.get("also_in") else []),
-                      *([f"- new in {against['package']} {against['installed']}: {_new_in_release(f)}"]
-                        if against else [f"- new in PR: {_new_in_pr(f)}"]),
-                      *_bisected(f),
-                      f"- reproducer: `{f['repro']}` (run it alone: exits 1 while the bug reproduces)", "",
-                      "<details><summary>message</summary>", "", "```", f["message"][:1500], "```", "", "</details>",
-                      ""]
+            lines += _finding_section(f, against)
     if st.get("fuzz"):
         lines += _fuzz_section(st["fuzz"])
     if st.get("evolve"):
@@ -293,25 +295,55 @@ def render_markdown(doc: dict) -> str:
     lines += ["## Per target", "", "| target | pass | unsupported | invalid | crash | inconsistency |",
               "|---|---|---|---|---|---|"]
     for t, c in (st.get("per_target") or {}).items():
-        lines.append(f"| {t} | {c['pass']} | {c['unsupported']} | {c['invalid']} | {c['crash']} | "
-                     f"{c['inconsistency']} |")
+        lines.append(f"| {P(t, 100)} | " + " | ".join(P(c[k], 20) for k in ("pass", "unsupported", "invalid",
+                                                                             "crash", "inconsistency")) + " |")
     if st.get("devices"):
-        lines += ["", "Devices: " + "; ".join(f"{t} on {d}" for t, d in st["devices"].items()) + "."]
+        lines += ["", "Devices: " + "; ".join(f"{P(t, 100)} on {P(d, 200)}" for t, d in st["devices"].items()) + "."]
     if st.get("device_notes"):
         lines += ["", "Device oracle (not reported as bugs): " + "; ".join(
-            f"{k} ({n})" for k, n in st["device_notes"].items()) + "."]
+            f"{P(k, 100)} ({P(n)})" for k, n in st["device_notes"].items()) + "."]
     if st.get("targets_not_on_runner"):
         lines += ["", "## Not on this runner", "", "Device targets that were asked for but cannot run here "
                   "(not failures: a runner with the device tests them):", ""]
-        lines += [f"- `{t}`: {why}" for t, why in st["targets_not_on_runner"].items()]
+        lines += [f"- {C(t)}: {P(why)}" for t, why in st["targets_not_on_runner"].items()]
     if st.get("not_reproduced_in_budget"):
         lines += ["", f"Reproducers the budget left no time to run alone (rendered, confirmed in dlci's workers): "
-                  f"{', '.join(st['not_reproduced_in_budget'])}."]
+                  f"{', '.join(P(x, 100) for x in st['not_reproduced_in_budget'])}."]
     if st.get("flaky"):
         lines += ["", f"## Flaky ({len(st['flaky'])})", "", "Failures that did not reproduce on a re-run "
                   "(not reported as bugs):", ""]
-        lines += [f"- `{f['signature']}`" for f in st["flaky"][:50]]
+        lines += [f"- {C(f['signature'])}" for f in st["flaky"][:50]]
     if st.get("unreproduced"):
         lines += ["", "## Confirmed in dlci but not reproduced by the standalone script", ""]
-        lines += [f"- `{f['signature']}`" for f in st["unreproduced"][:50]]
+        lines += [f"- {C(f['signature'])}" for f in st["unreproduced"][:50]]
     return "\n".join(lines) + "\n"
+
+
+def _finding_section(f: dict, against: dict | None) -> list[str]:
+    """One finding: where, what, since when, its reproducer and its message."""
+    known = ""
+    if f.get("known"):  # .dlci.yml is in the PR's tree: its link is shown as code, never followed
+        link, note = f["known"].get("link"), f["known"].get("note")
+        known = " — known issue " + (C(link) if link else P(note))
+    rule = f.get("rule")
+    red = f.get("reduction") or {}
+    return [f"## {P(f['id'], 20)}: {P(f['target'], 100)} — {P(f['symptom'])} on {C(f['operator'])}{known}", "",
+            f"- stage: {P(f['stage'], 80)}; origin: {P(f['origin'].get('source'), 80)} "
+            f"{C(f['origin'].get('test'))}",
+            *_other_operators(f),
+            f"- signature: {C(f['signature'], 500)}",
+            *([f"- equivalence rule {C(rule['name'])} ({P(rule['category_title'], 100)}): {P(rule['summary'], 500)}",
+               f"  - graph A: {P(rule['graph_a'], 500)}", f"  - graph B: {P(rule['graph_b'], 500)}"] if rule else []),
+            *([f"- reduced from {_ops_part(red)}{P(red['before'].get('elements'), 20)} to "
+               f"{P(red['after'].get('elements'), 20)} input elements"
+               + (f"; the parameters that matter: {', '.join(C(x) for x in red['params_that_matter'])}"
+                  if red.get('params_that_matter') else "")]
+              if red.get("changed") and red.get("confirmed") else []),
+            *_graph_lines(f),
+            *([f"- the same failure also shows through: {', '.join(P(x, 100) for x in f['also_in'])}"]
+              if f.get("also_in") else []),
+            *([f"- new in {P(against['package'], 80)} {P(against['installed'], 80)}: {_new_in_release(f)}"]
+              if against else [f"- new in PR: {_new_in_pr(f)}"]),
+            *_bisected(f),
+            f"- reproducer: {C(f['repro'])} (run it alone: exits 1 while the bug reproduces)", "",
+            "<details><summary>message</summary>", "", fence(f["message"][:1500]), "", "</details>", ""]

@@ -72,13 +72,17 @@ class Report:
     def write(self, out: str | os.PathLike, markdown: Callable[[dict], str] | None = None) -> None:
         """findings.json (atomically: readers never see half a file) and report.md into ``out``."""
         from dlci.report import render_markdown
+        from dlci import redact
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        doc = self.to_dict()
+        doc = redact.data(json.loads(json.dumps(self.to_dict(), default=str)))  # no token ever lands in a file
         tmp = out / (FILE + ".tmp")
-        tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+        for path in (tmp, out / "report.md"):  # replaced, never written through a link left there
+            path.unlink(missing_ok=True)
+        tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8", errors="backslashreplace")
         os.replace(tmp, out / FILE)
-        (out / "report.md").write_text((markdown or render_markdown)(doc), encoding="utf-8")
+        (out / "report.md").write_text(redact.text((markdown or render_markdown)(doc)), encoding="utf-8",
+                                       errors="backslashreplace")
 
     # -- policy -------------------------------------------------------------------------------------------------
     def counted(self, policy: str) -> int:

@@ -6,7 +6,6 @@ import ast
 import functools
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Callable
 
@@ -49,8 +48,8 @@ class CoverageCache:
     a later PR edits (they go first)."""
 
     def __init__(self):
-        root = os.environ.get("DLCI_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "dlci")
-        self.dir = Path(root) / "coverage"
+        from dlci import cache
+        self.dir = cache.root() / "coverage"
 
     def load(self, blob: str) -> dict[str, list[int]]:
         try:
@@ -109,7 +108,8 @@ def reach_test(head_root: Path, converter_files, repo) -> Callable[[dict], bool]
 
 
 def blob(repo, rev: str, rel: str) -> str | None:
-    proc = subprocess.run(["git", "-C", str(repo.path), "rev-parse", f"{rev}:{rel}"], capture_output=True, text=True)
+    from dlci.diff import git
+    proc = git.run(repo.path, "rev-parse", f"{rev}:{rel}", timeout=60)
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 

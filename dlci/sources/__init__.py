@@ -91,10 +91,9 @@ class Source:
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
-    if cache_dir is not None:
-        return Path(cache_dir)
-    env = os.environ.get("DLCI_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "dlci"
+    """Where harvests are written: ``cache_dir`` when given, else dlci's cache root (:mod:`dlci.cache`)."""
+    from dlci import cache
+    return Path(cache_dir) if cache_dir is not None else cache.root()
 
 
 def _source_object(source: "str | Source", ops) -> Source:
@@ -122,15 +121,20 @@ def load_with_stats(name: "str | Source", *, cache_dir=None, limit_per_op: int |
     src = _source_object(name, ops)
     if limit_per_op is None:
         limit_per_op = src.default_limit_per_op
+    from dlci import cache
     root = cache_root(cache_dir)
     key = src.cache_key(limit_per_op)
     meta_path, npz_path = root / f"{key}.jsonl", root / f"{key}.npz"
-    if not refresh and meta_path.exists():
+    # an untrusted run reads the trusted harvest too (never the other way round: dlci.cache)
+    readable = [root] + ([cache.base()] if cache_dir is None and cache.untrusted() else [])
+    for where in readable if not refresh else []:
+        if not (where / f"{key}.jsonl").exists():
+            continue
         try:
-            return read_cache(meta_path, npz_path)
+            return read_cache(where / f"{key}.jsonl", where / f"{key}.npz")
         except Exception as e:  # noqa: BLE001 - any damage means: harvest again
-            warnings.warn(f"dlci: cache {meta_path} is unreadable ({type(e).__name__}: {e}); re-harvesting",
-                          RuntimeWarning, stacklevel=2)
+            warnings.warn(f"dlci: cache {where / f'{key}.jsonl'} is unreadable ({type(e).__name__}: {e}); "
+                          "re-harvesting", RuntimeWarning, stacklevel=2)
     import time
     t0 = time.monotonic()
     seen: set[str] = set()
@@ -228,8 +232,39 @@ def read_cache(meta_path: Path, npz_path: Path) -> tuple[list[Instance], dict]:
     for i, line in enumerate(lines[1:]):
         meta = json.loads(line)
         inst = Instance.from_meta(meta, per_instance.get(i, {}))
+        check_call(inst.call)
         instances.append(inst)
     return instances, header["stats"]
+
+
+# What a cached call may name: an operator of the frameworks under test. A cache entry is a file on disk that a
+# process running a pull request's code could have written (same user, no sandbox), and a later run imports and
+# calls what it names: anything that reads or writes files, loads code or pickles, or starts programs is refused.
+_CALL_ROOTS = ("torch", "tf", "tensorflow", "keras")
+_CALL_REFUSED = frozenset({
+    # modules a framework happens to import (torch.os.system would resolve) and what loads code or data
+    "os", "sys", "subprocess", "shutil", "builtins", "importlib", "pickle", "marshal", "socket", "ctypes", "io",
+    "pathlib", "runpy", "tempfile", "glob", "urllib", "http", "requests", "multiprocessing", "threading",
+    "hub", "package", "cpp_extension", "load_library", "gfile", "saving", "get_file", "load_model", "py_function",
+    "numpy_function", "Lambda", "eval", "exec", "compile", "system", "popen", "open",
+    "load", "save", "ReadFile", "WriteFile", "MatchingFiles", "PyFunc", "PyFuncStateless", "EagerPyFunc"})
+
+
+class UntrustedCacheEntry(ValueError):
+    """A cached instance names something that is not a framework operator: the entry is not read."""
+
+
+def check_call(call: dict) -> None:
+    """Refuse a cached call recipe whose function or class is not a framework operator (see above)."""
+    for key in ("fn", "cls"):
+        path = call.get(key)
+        if path is None:
+            continue
+        parts = path.split(".") if isinstance(path, str) else [""]
+        if parts[0] not in _CALL_ROOTS or len(parts) < 2 or any(
+                not p.isidentifier() or p in _CALL_REFUSED or p.startswith(("load_", "save_"))
+                or (p.startswith("__") and i < len(parts) - 1) for i, p in enumerate(parts)):
+            raise UntrustedCacheEntry(f"a cached instance names {str(path)[:120]!r}, not a framework operator")
 
 
 def summary(instances: Iterable[Instance]) -> dict:
