@@ -11,7 +11,9 @@
 # but Debian packages and wheels. docs/action.md explains each choice below.
 # The base: any Debian-like image with Python 3.11, pip and apt (python:3.11-slim, or Debian bookworm's own python3
 # imported from a debootstrap folder where no registry is reachable: scripts/image_check.py builds that one).
-ARG BASE_IMAGE=python:3.11-slim
+# Pinned by digest (a tag can be moved to other content); refresh with
+# `docker buildx imagetools inspect python:3.11-slim` (the index digest covers amd64 and arm64).
+ARG BASE_IMAGE=python:3.11-slim@sha256:9c900dea9e8fb7e16277c179b555cc72d29a352dbc33cff48ad5a0412fd5bfc7
 FROM ${BASE_IMAGE}
 
 # torch is installed alone, first, from the PyTorch wheel index named here (default: CPU builds for amd64 and
@@ -28,11 +30,14 @@ ARG DLCI_PREWARM=1
 
 # PIP_BREAK_SYSTEM_PACKAGES: a Debian-packaged Python refuses system-wide installs (PEP 668); the image is the
 # environment, there is no system Python to protect (python:3.11-slim ignores the variable).
+# DLCI_SANDBOX=require: the pull request's code runs as the user dlci-sandbox (made below), never as root, or the
+# action refuses to run (docs/action.md, "Trust").
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_BREAK_SYSTEM_PACKAGES=1 \
-    DLCI_CACHE_DIR=/opt/dlci-cache
+    DLCI_CACHE_DIR=/opt/dlci-cache \
+    DLCI_SANDBOX=require
 
 # git: dlci reads the diff and checks out the base and head revisions. g++: torch.compile's inductor compiles its
 # CPU kernels. safe.directory: a docker action runs as root (GitHub's rule, see below) on a workspace owned by the
@@ -42,7 +47,8 @@ ENV PYTHONUNBUFFERED=1 \
 RUN apt-get update \
     && apt-get install -y --no-install-recommends git g++ \
     && rm -rf /var/lib/apt/lists/* \
-    && git config --system --add safe.directory '*'
+    && git config --system --add safe.directory '*' \
+    && useradd --system --create-home --home-dir /home/dlci-sandbox --shell /usr/sbin/nologin dlci-sandbox
 
 # The dependencies before the source, so that a self-hosted runner's layer cache survives code changes: a stub
 # package carries the metadata (pyproject.toml) while pip installs the stack, then leaves.
@@ -67,11 +73,13 @@ RUN pip install --no-cache-dir --no-deps /dlci \
     && pip check \
     && python -c "import dlci.cli, dlci.github"
 
-# Harvests are cached by library versions; a failure here only means the action harvests at run time.
+# Harvests are cached by library versions; a failure here only means the action harvests at run time. Readable,
+# not writable, by the sandbox user: a pull request's scan reads them and writes its own elsewhere (dlci.cache).
 RUN mkdir -p "${DLCI_CACHE_DIR}" \
     && if [ "${DLCI_PREWARM}" = 1 ]; then dlci sources > /dev/null || echo "dlci: prewarm failed, harvesting at run time"; fi \
-    && chmod -R a+rwX "${DLCI_CACHE_DIR}"
+    && chmod -R a+rX,go-w "${DLCI_CACHE_DIR}"
 
 # No USER: GitHub runs docker actions as the image's default user and documents that it must be root, or the
-# mounted GITHUB_WORKSPACE is not writable. No WORKDIR: GitHub mounts the workspace and makes it the working directory.
+# mounted GITHUB_WORKSPACE is not writable; the entrypoint (which holds the token) runs the scan as dlci-sandbox.
+# No WORKDIR: GitHub mounts the workspace and makes it the working directory.
 ENTRYPOINT ["python", "/dlci/entrypoint.py"]

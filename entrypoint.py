@@ -124,9 +124,9 @@ def _sandbox(say):
             box.remove()
             raise InfrastructureError(f"{problem} ({SB.MODE_ENV}=require: refusing to run a pull request's code "
                                       "as the user that holds the token)")
-        R.warning(f"dlci: {box.who.why}" + ("; this process is not readable by it (non-dumpable)"
-                                             if undumpable else "") + " (see docs/action.md, 'Trust')")
-    say(f"the pull request's code runs as {box.who.why}, in a clean environment")
+        R.warning(f"dlci: {box.who.why}" + ("" if undumpable else " (but this process could not make itself "
+                                                                  "non-dumpable)") + " (see docs/action.md, 'Trust')")
+    say(f"sandbox: {box.who.why}; a clean environment, its own clone and output folder")
     return box
 
 

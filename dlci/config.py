@@ -1,6 +1,9 @@
 """`.dlci.yml`: how a target repository tells dlci what to test and how to import its own code.
 
-Read from the root of the PR's head revision; every key is optional (the detected profile supplies defaults).
+Every key is optional (the detected profile supplies defaults). In a pull request's scan the policy (every key
+but python_path, env and install) is read from the base revision, so that the PR cannot change what tests it or
+what counts; python_path, env and install are read from each revision's own file, since each needs its own to
+build and import itself.
 
 ```yaml
 profiles: [tvm]                 # restrict the profiles (default: every profile that recognises the repo)
@@ -60,6 +63,25 @@ class Config:
     bisect_budget: float | None = None
     fuzz: dict | None = None
     source: str = "defaults"  # where it came from, for the report
+
+    # what a revision needs to build and import itself: read from each revision's own .dlci.yml. Everything else
+    # is policy (what is tested, with what budget, what counts, what is known): read from the base revision only,
+    # so that a pull request cannot narrow its own testing or silence its own findings
+    BUILD_KEYS = ("python_path", "env", "install")
+
+    def policy(self) -> dict:
+        return {k: getattr(self, k) for k in self._TYPES if k not in self.BUILD_KEYS}
+
+    def with_build_of(self, other: "Config") -> "Config":
+        """This configuration's policy with ``other``'s build keys (the head revision's python_path/env/install
+        under the base revision's policy)."""
+        import dataclasses
+        return dataclasses.replace(self, **{k: getattr(other, k) for k in self.BUILD_KEYS})
+
+    def policy_changes(self, other: "Config") -> list[str]:
+        """The policy keys whose values differ in ``other``."""
+        mine, theirs = self.policy(), other.policy()
+        return [k for k in mine if mine[k] != theirs[k]]
 
     def known(self):
         from dlci.findings.known import parse

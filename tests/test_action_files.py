@@ -320,7 +320,9 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
 def test_dockerfile_contract():
     instructions = dockerfile_instructions()
     # the base is a build argument: python:3.11-slim, or a Debian base imported where no registry is reachable
-    assert instructions[:2] == [("ARG", "BASE_IMAGE=python:3.11-slim"), ("FROM", "${BASE_IMAGE}")]
+    assert instructions[0][0] == "ARG" and instructions[1] == ("FROM", "${BASE_IMAGE}")
+    assert re.fullmatch(r"BASE_IMAGE=python:3\.11-slim@sha256:[0-9a-f]{64}", instructions[0][1]), \
+        "the base image is pinned by digest"
     kinds = [k for k, _ in instructions]
     assert "USER" not in kinds, "docker actions must run as root (docs/action.md, The image)"
     assert "WORKDIR" not in kinds, "GitHub makes the mounted workspace the working directory"
@@ -331,6 +333,11 @@ def test_dockerfile_contract():
     assert re.search(r"pip install --no-cache-dir -c /dlci/constraints.txt \"/dlci\[\$\{extras\}\]\"", runs)
     assert "extras=all,github" in runs
     assert not re.search(r"\b(curl|wget)\b", runs), "no binary downloads (multi-arch, offline-friendly)"
+    # the pull request's code runs as dlci-sandbox, or not at all; it may read the prewarmed cache, never write it
+    assert re.search(r"useradd --system [^&]*dlci-sandbox", runs)
+    env = " ".join(v for k, v in instructions if k == "ENV")
+    assert "DLCI_SANDBOX=require" in env
+    assert "a+rwX" not in runs and 'chmod -R a+rX,go-w "${DLCI_CACHE_DIR}"' in runs
     for pip in re.findall(r"pip install[^&;]*", runs):
         assert "--no-cache-dir" in pip, pip
 
@@ -415,6 +422,10 @@ def test_workflow_basics(path):
         ref = uses(step)
         if ref and not ref.startswith("./") and not ref.startswith("docker://"):
             assert PINNED.match(ref), f"{job_id}: {ref} is not pinned to a version tag or commit"
+            if not ref.startswith("dlci/dlci@"):  # another's action: a commit (a tag can be moved), its version said
+                assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", ref), f"{job_id}: {ref} is not pinned to a commit"
+                line = next(line for line in text.splitlines() if ref in line)
+                assert re.search(r"#\s*v\d+\.\d+\.\d+\s*$", line), f"{job_id}: say which release {ref} is"
         if ref.startswith("actions/checkout@"):
             assert (step.get("with") or {}).get("persist-credentials") is False, f"{job_id}: persist-credentials"
         assert "${{" not in str(step.get("run") or ""), f"{job_id}: expressions go through env:, not into run:"
@@ -485,6 +496,12 @@ def test_pool_workflow():
     assert 'gpus="\\"device=${CUDA_VISIBLE_DEVICES}\\""' in gpu_run["run"] and "gpus=all" in gpu_run["run"]
     assert "--build-arg ONNXRUNTIME=onnxruntime-gpu" in gpu_run["run"]
     assert f"INPUT_OUT={shards_dir}/$SHARD" in gpu_run["run"]
+    # the PR's code runs in that container: no network, no capability it does not need, bounded
+    for flag in ("--network none", "--pids-limit", "--memory", "--cap-drop ALL", "--security-opt no-new-privileges"):
+        assert flag in gpu_run["run"], flag
+    assert "--user" not in gpu_run["run"], "root in the container, so that the scan runs as dlci-sandbox"
+    added = set(re.findall(r"--cap-add (\w+)", gpu_run["run"]))
+    assert added <= {"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"}, added
     # report: every shard merged
     report = jobs["report"]
     assert set(report["needs"]) == {"plan", "run"} and "!cancelled()" in report["if"]

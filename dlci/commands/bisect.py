@@ -45,8 +45,9 @@ def _say(msg: str) -> None:
 
 def _from_finding(from_dir: str, finding_id: str) -> tuple[Path, str | None]:
     """(reproducer path, the package of the finding's target)."""
-    from dlci.report.document import Report
-    findings = Report.read(from_dir).findings
+    from dlci.report import intake
+    # a folder from elsewhere (an artifact): validated, its reproducer a plain file inside it, never a link
+    findings = intake.read_results(Path(from_dir)).report.findings
     f = next((x for x in findings if x.id == finding_id), None)
     if f is None:
         raise UsageError(f"--id {finding_id}: no such finding in {Path(from_dir) / 'findings.json'} "

@@ -21,8 +21,8 @@ def run(args) -> int:
     import yaml
     from dlci.findings import attribution
     from dlci.findings.known import suggestion
-    from dlci.report.document import Report
-    report = Report.read(args.dir)
+    from dlci.report import intake
+    report = intake.read_report(args.dir)  # often a downloaded artifact: validated before it is read
     report.mark_known(known_from(args.known))
     if args.json:
         print(json.dumps([{k: f.to_dict().get(k) for k in ("id", "signature", "operator", "target", "symptom",

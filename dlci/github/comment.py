@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dlci.findings import attribution
+from dlci.report import policy_note
 from dlci.report.escape import code, fence, html, plain, prose
 
 MARKER = "<!-- dlci:sticky-comment -->"
@@ -155,7 +156,8 @@ def _render_once(doc, findings, flaky, skipped, repro_limit, max_findings, detai
                     + (", ".join(prose(t, 100) for t in sorted(stats.get("per_target") or {})) or "no target") + ".")
     return _env().get_template("comment.md.j2").render(
         marker=MARKER, headline=verdict_line(doc), summary_line=summary_line,
-        nothing_to_test=pr.get("nothing_to_test"), sections=sections, flaky=flaky[:20], skipped=skipped,
+        nothing_to_test=pr.get("nothing_to_test"), policy_note=policy_note(pr), sections=sections,
+        flaky=flaky[:20], skipped=skipped,
         truncated=truncated, version=version, tests_run=stats.get("tests_run", 0),
         tests_valid=stats.get("tests_valid", 0), seconds=round(stats.get("seconds", 0)),
         base=(pr.get("base") or "")[:12], head=(pr.get("head") or "")[:12], details_url=details_url)

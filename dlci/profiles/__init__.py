@@ -68,7 +68,10 @@ def analyse(repo: GitRepo, only: list[str] | None = None) -> Analysis:
     unknown = [n for n in names if n not in PROFILES]
     if unknown:
         raise KeyError(f"unknown profile(s) {', '.join(unknown)}; known: {', '.join(sorted(PROFILES))}")
-    chosen = [n for n in names if PROFILES[n].detect(repo)] if not only else names
+    # recognised at base or at head: a pull request that deletes a profile's marker files must not make its own
+    # changes untested ("nothing to test"), nor need a base that already had them to add a frontend
+    base_view = _AtRevision(repo, "base")
+    chosen = [n for n in names if PROFILES[n].detect(repo) or PROFILES[n].detect(base_view)] if not only else names
     if not chosen and FALLBACK in PROFILES:
         chosen = [FALLBACK]
     seen = set()
@@ -84,6 +87,34 @@ def analyse(repo: GitRepo, only: list[str] | None = None) -> Analysis:
         result.graph_level += [{**g, "profile": name} for g in part.graph_level + graph_level_changes(PROFILES[name], diff)]
     result.seconds = time.perf_counter() - t0
     return result
+
+
+class _AtRevision:
+    """The repository read at another revision: what a profile's ``detect`` asks of "head" is answered at ``rev``."""
+
+    def __init__(self, repo: GitRepo, rev: str):
+        self._repo, self._rev = repo, rev
+
+    def _at(self, rev: str) -> str:
+        return self._rev if rev == "head" else rev
+
+    def exists(self, relpath: str, rev: str = "head") -> bool:
+        return self._repo.exists(relpath, self._at(rev))
+
+    def glob(self, pattern: str, rev: str = "head") -> list[str]:
+        return self._repo.glob(pattern, self._at(rev))
+
+    def files(self, rev: str = "head") -> list[str]:
+        return self._repo.files(self._at(rev))
+
+    def text(self, relpath: str, rev: str = "head") -> str | None:
+        return self._repo.text(relpath, self._at(rev))
+
+    def blob(self, relpath: str, rev: str = "head") -> bytes | None:
+        return self._repo.blob(relpath, self._at(rev))
+
+    def __getattr__(self, name):
+        return getattr(self._repo, name)
 
 
 def graph_level_changes(profile: Profile, diff: Diff) -> list[dict]:

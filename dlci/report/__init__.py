@@ -105,11 +105,23 @@ def _findings_table(findings: list, pr: bool, groups: tuple = _GROUPS) -> list[s
     return lines
 
 
+def policy_note(pr: dict) -> str | None:
+    """Said when the PR edits .dlci.yml's policy: the base revision's was applied (dlci.config.Config.BUILD_KEYS)."""
+    keys = [k for k in pr.get("policy_changed") or [] if isinstance(k, str)]
+    if not keys:
+        return None
+    return (f"This PR changes the policy in `.dlci.yml` ({', '.join(C(k, 40) for k in keys[:12])}); the base "
+            "revision's policy was applied. A pull request's own `.dlci.yml` decides only how its code is built and "
+            "imported (`python_path`, `env`, `install`); the change takes effect once merged.")
+
+
 def _pr_section(pr: dict, findings: list) -> list[str]:
     """What the diff touched and why, base attribution, and the changed lines no test reached."""
     lines = [f"## Pull request {P(pr['base'][:12])}..{P(pr['head'][:12])}", ""]
     if pr.get("nothing_to_test"):
         lines += [f"**Nothing to test:** {P(pr['nothing_to_test'])}.", ""]
+    if policy_note(pr):
+        lines += [f"**Policy:** {policy_note(pr)}", ""]
     new = sum(1 for f in findings if attribution(f) == "new")
     old = sum(1 for f in findings if attribution(f) == "on_base")
     if findings:

@@ -10,9 +10,7 @@ from __future__ import annotations
 from dlci.errors import UsageError
 
 import importlib.util
-import os
 import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -234,10 +232,11 @@ class SampleError(UsageError):
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "dlci sample", "GIT_AUTHOR_EMAIL":
-           "sample@dlci.invalid", "GIT_COMMITTER_NAME": "dlci sample", "GIT_COMMITTER_EMAIL": "sample@dlci.invalid",
-           "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env)
+    from dlci.diff import git
+    proc = git.run(repo, *args, extra_env={
+        "GIT_AUTHOR_NAME": "dlci sample", "GIT_AUTHOR_EMAIL": "sample@dlci.invalid", "GIT_COMMITTER_NAME": "dlci sample",
+        "GIT_COMMITTER_EMAIL": "sample@dlci.invalid", "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+        "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"})
     if proc.returncode != 0:
         raise SampleError(f"git {' '.join(args)} failed: {proc.stderr.strip()}")
     return proc.stdout.strip()

