@@ -27,7 +27,8 @@ from pathlib import Path
 from dlci.report.document import FILE, FORMAT_VERSION, Report, ReportError
 
 MAX_DOCUMENT_BYTES = 16 << 20   # findings.json
-MAX_SCRIPT_BYTES = 512 << 10    # one reproducer
+MAX_SCRIPT_BYTES = 16 << 20     # one reproducer (a NaN search's embeds its weights: several hundred KB)
+MAX_SCRIPTS_BYTES = 256 << 20   # all reproducers of one results folder
 MAX_SIDE_FILE_BYTES = 64 << 10  # pr.json, shard.json
 MAX_DEPTH = 24
 MAX_VALUES = 2_000_000          # JSON values in one document
@@ -242,11 +243,15 @@ def read_results(folder: str | os.PathLike, *, scripts: bool = True) -> Results:
     origin = str(folder / FILE)
     doc = parse(read_file(folder, FILE, MAX_DOCUMENT_BYTES), origin)
     found = Results(folder=folder, report=Report.from_dict(doc, origin))
+    total = 0
     for f in doc["findings"] if scripts else []:
         for key in ("repro", "test_style_repro"):
             rel = f.get(key) or ""
-            if rel and exists(folder, rel):
+            if rel and rel not in found.scripts and exists(folder, rel):
                 found.scripts[rel] = read_file(folder, rel, MAX_SCRIPT_BYTES)
+                total += len(found.scripts[rel])
+                if total > MAX_SCRIPTS_BYTES:
+                    raise IntakeError(f"{folder}: reproducers over {MAX_SCRIPTS_BYTES} bytes in all")
     if exists(folder, "shard.json"):
         found.shard = parse(read_file(folder, "shard.json", MAX_SIDE_FILE_BYTES), str(folder / "shard.json"),
                             SHARD_SCHEMA)
