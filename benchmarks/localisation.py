@@ -1,7 +1,7 @@
 """Localisation (Audee): multi-operator models built around real single-operator bugs of the pinned stack, the buggy
 operator at varied depths among 5-15 other operators (benchmarks/audee_zoo.py), each judged as `dlci test --model`
 judges a model: the whole model through the target in dlci's sandboxed workers, its failure localised there
-(dlci.oracles.localise: the trace of intermediate values, each suspect alone on the reference's inputs, the culprit's
+(dlci.localise: the trace of intermediate values, each suspect alone on the reference's inputs, the culprit's
 parameters reset one at a time, its share of the final error). Side by side, the clean twin of every model (the same
 file without the buggy operator) must give no failure at all.
 

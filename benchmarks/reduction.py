@@ -239,15 +239,14 @@ def embed(inst: Instance) -> Instance | None:
     import onnx
     from onnx import helper as h
     from onnx import numpy_helper as nh
-    from dlci.reduce import edit as E
-    from dlci.reduce.graph import instance_from_model
-    model = E.load_onnx(inst.arrays)
+    from dlci.models.onnx_io import feed_names, instance_from_model, load_onnx
+    model = load_onnx(inst.arrays)
     if len(model.graph.node) != 1 or model.functions:
         return None
     g = model.graph
     node = onnx.NodeProto()
     node.CopyFrom(g.node[0])
-    feeds = E.feed_names(model)
+    feeds = feed_names(model)
     xs = inst.input_arrays()
     nodes, inits = [], list(g.initializer)
     renamed = {}
@@ -291,7 +290,7 @@ def built_graphs() -> list[tuple[str, str, Instance]]:
     from onnx import TensorProto as T
     from onnx import helper as h
     from onnx import numpy_helper as nh
-    from dlci.reduce.graph import instance_from_model
+    from dlci.models.onnx_io import instance_from_model
 
     def const(name, value):
         return h.make_node("Constant", [], [name], value=nh.from_array(np.asarray(value), name + "_value"))
@@ -351,15 +350,15 @@ def model_lines(inst: Instance) -> int:
     """Lines of the model in ONNX's textual form (the reproducer embeds it as one string: its line count does not
     show how big the graph is)."""
     import onnx.printer
-    from dlci.reduce import edit as E
-    return len(onnx.printer.to_text(E.load_onnx(inst.arrays)).splitlines())
+    from dlci.models.onnx_io import load_onnx
+    return len(onnx.printer.to_text(load_onnx(inst.arrays)).splitlines())
 
 
 def multi_section(args, work: Path) -> dict:
     from dlci.exec import Engine
     from dlci.findings.repro import check_repro
     from dlci.outcome import Outcome
-    from dlci.reduce import edit as E
+    from dlci.models.onnx_io import load_onnx
     from dlci.reduce import engine_runner, reduce_instance
     from dlci.targets import get
 
@@ -408,7 +407,7 @@ def multi_section(args, work: Path) -> dict:
                 else dataclasses.replace(base_f, instance_id=red.reduced.id)
             red_path, reduced = repro_stats(red_f, red.reduced, work / "reduced")
             row.update({"signature": sig, "reduced_operators": [n.op_type for n in
-                                                                E.load_onnx(red.reduced.arrays).graph.node],
+                                                                load_onnx(red.reduced.arrays).graph.node],
                         "before": {**red.before, **base, "model_text_lines": model_lines(inst)},
                         "after": {**red.after, **reduced, "model_text_lines": model_lines(red.reduced)},
                         "reduction_s": round(red.seconds, 2), "candidates_run": red.tried,

@@ -46,6 +46,11 @@ from dlci.findings import Finding
 from dlci.instance import Instance
 from dlci.targets import get
 from dlci.findings.test_style import render_test
+try:
+    from dlci.findings.repro import render
+except ImportError:  # a revision from before findings.repro.render: each target rendered its own
+    def render(t, f, inst, out):
+        return t.render_repro(f, inst, out)
 cases, out = pickle.load(open(sys.argv[1], "rb")), Path(sys.argv[2])
 out.mkdir(parents=True, exist_ok=True)
 for fd, meta, arrays in cases:
@@ -53,7 +58,7 @@ for fd, meta, arrays in cases:
     t = get(f.target)
     row = {"id": f.id}
     try:
-        row["repro"] = str(t.render_repro(f, inst, out))
+        row["repro"] = str(render(t, f, inst, out))
     except Exception as e:
         row["repro_error"] = f"{type(e).__name__}: {e}"
     try:
@@ -107,6 +112,7 @@ def _run(path: Path) -> bool:
 
 def render_after(cases, out: Path) -> list[dict]:
     from dlci.findings import Finding
+    from dlci.findings.repro import render
     from dlci.findings.test_style import paste_block, render_test
     from dlci.instance import Instance
     from dlci.targets import get
@@ -117,7 +123,7 @@ def render_after(cases, out: Path) -> list[dict]:
         t = get(f.target)
         row = {"id": f.id}
         try:
-            row["repro"] = str(t.render_repro(f, inst, out))
+            row["repro"] = str(render(t, f, inst, out))
         except Exception as e:
             row["repro_error"] = f"{type(e).__name__}: {e}"
         try:

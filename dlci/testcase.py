@@ -15,10 +15,12 @@ from typing import Any, Callable
 import numpy as np
 
 from dlci import models
+from dlci.errors import chain
 from dlci.instance import Instance
+from dlci.localise import localise, wants_localisation, witness
 from dlci.outcome import CRASH, INCONSISTENT, INVALID, PASS, UNSUPPORTED, Outcome, digest
 from dlci.targets import get
-from dlci.targets._common import chain, format_exc
+from dlci.targets._common import format_exc
 
 MESSAGE_LINES = 8
 
@@ -94,13 +96,13 @@ def _prepare(instance: Instance, target, out: Outcome, hook, form: str | None = 
     t = time.perf_counter()
     try:
         ref, ref64 = models.reference(instance)
-        why = models.spec_violation(instance)
+        why = witness.spec_violation(instance)
     except Exception as e:
         _invalid(out, "reference", e)
         return None
     finally:
         out.timings["reference"] = time.perf_counter() - t
-    if why:  # a generated graph outside the specification tests no target (dlci.oracles.witness)
+    if why:  # a generated graph outside the specification tests no target (dlci.localise.witness)
         out.status, out.stage, out.symptom, out.message = INVALID, "reference", "outside the specification", why
         return None
 
@@ -216,7 +218,7 @@ def _judge(prep: _Prepared, target, value: list, out: Outcome, hook, compiled=No
     finally:
         out.timings["compare"] = time.perf_counter() - t
     if verdict is None and prep.instance.call.get("search"):  # a searched candidate: how close it came (dlci.evolve)
-        from dlci.evolve.fitness import measure
+        from dlci.oracles.fitness import measure
         try:
             out.fitness = measure(got, prep.ref, prep.ref64, prep.instance.seed)
         except Exception:  # noqa: BLE001 - a candidate without a fitness is ranked last, never an error
@@ -298,18 +300,18 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
                 out.device = target.device
         if value is not None:
             _judge(prep, target, value, out, hook, compiled=keep[0] if keep else None)
-        from dlci.oracles.localise import localise, wants_localisation
         if wants_localisation(instance, out):  # a graph's failure: which operator, and does it need the others
             localise(instance, target_name, out, prep.ref, prep.ref64,
                      lambda inst, name: execute(inst, name, stage_hook=hook), hook,
-                     got=None if value is None else [_as_output_array(g, None) for g in value])
+                     got=None if value is None else [_as_output_array(g, None) for g in value],
+                     target_outputs=target_outputs)
     out.seconds = time.perf_counter() - t_start
     return out
 
 
 def target_outputs(instance: Instance, target_name: str) -> tuple[list[np.ndarray] | None, Outcome]:
     """The target's own outputs on an instance (its model form converted, compiled and run; nothing judged): what
-    dlci.oracles.causal measures. None, with the reason in the Outcome, when a stage fails."""
+    dlci.localise.causal measures. None, with the reason in the Outcome, when a stage fails."""
     target = get(target_name)
     out = Outcome(instance_id=instance.id, op=instance.op, target=target_name, status=PASS)
     prep = _prepare(instance, target, out, lambda stage: None)

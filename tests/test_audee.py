@@ -23,7 +23,8 @@ MODELS = Path(__file__).parent / "fixtures" / "models" / "torch_models.py"
 
 def test_a_torch_model_is_seen_as_its_fx_graph_and_each_node_alone_recomputes_that_node():
     from dlci import models
-    from dlci.models.fx import FxView, program_instance
+    from dlci.models.fx import FxView
+    from dlci.models.program import program_instance
     inst = program_instance(f"{MODELS}:conv_pool")
     assert inst.call["kind"] == "torch_program" and inst.call["localise"]
     assert {"in:0", "state:conv.weight", "state:fc.bias"} <= set(inst.arrays)
@@ -144,7 +145,7 @@ def test_the_genetic_search_reaches_a_domain_edge_random_sampling_misses():
     from dlci import models
     from dlci.evolve.genome import Genome
     from dlci.evolve.search import Population, Settings
-    from dlci.models.fx import program_instance, program_module
+    from dlci.models.program import program_instance, program_module
     seed = program_instance(f"{MODELS}:exp_head")
 
     def first_hit(strategy: str, budget: int = 150) -> int | None:

@@ -39,7 +39,7 @@ def test_signature_of_a_graph_crash_survives_growing_and_reducing_the_graph():
     import pytest
     pytest.importorskip("tvm")
     from onnx import TensorProto, helper, numpy_helper
-    from dlci.reduce.graph import instance_from_model
+    from dlci.models.onnx_io import instance_from_model
     from dlci.targets import get
     from dlci.testcase import execute
 

@@ -170,21 +170,21 @@ def test_mcts_prefers_an_uncovered_operator_pair_and_drops_an_operator_that_gain
 
 def test_the_torch_form_computes_what_the_onnx_reference_does_and_says_what_it_cannot_express():
     torch = pytest.importorskip("torch")
-    from dlci.models.graph_torch import check_torch, torch_source
+    from dlci.models.graph_torch import build_module, check_torch, torch_graph_instance, torch_source
     g = _conv_graph()
     x = np.random.default_rng(2).standard_normal((1, 3, 6, 6)).astype(np.float32)
     check_torch(g)  # meta tensors: the shapes and dtypes ONNX inference gives
     with torch.no_grad():
-        got = g.to_torch()(torch.from_numpy(x))[0].numpy()
+        got = build_module(g)(torch.from_numpy(x))[0].numpy()
     assert np.allclose(got, g.evaluate([x])[0], rtol=1e-4, atol=1e-5)
     src, arrays = torch_source(g)
     assert "torch.nn.functional.conv2d(" in src and "self.c_W" in src and set(arrays) >= {"c_W", "c_b"}
-    inst = graph_instance(g, [x], framework="torch", source="test")
+    inst = torch_graph_instance(g, [x], source="test")
     assert inst.call["kind"] == "torch_graph" and graph_of(inst).operators() == g.operators()
     lstm = Graph([Value("x", (2, 1, 3))], [Node("LSTM", ["x", "W", "R"], ["y"], {"hidden_size": 2})], ["y"],
                  {"W": np.zeros((1, 8, 3), np.float32), "R": np.zeros((1, 8, 2), np.float32)})
     with pytest.raises(GraphError, match="no torch form for LSTM"):
-        lstm.to_torch()
+        build_module(lstm)
 
 
 def test_mcts_networks_hold_tc1_blocks_and_failures_steer_the_operators():
@@ -228,8 +228,8 @@ def test_the_witness_keeps_a_graph_onnx_runtime_changes_even_unoptimised_and_dro
     inconsistency. A pooling whose pads exceed its kernel (outside the specification, which the reference accepts)
     is still not a test."""
     from onnx import TensorProto, helper
-    from dlci.oracles.witness import outside_spec
-    from dlci.reduce.graph import instance_from_model
+    from dlci.localise.witness import outside_spec
+    from dlci.models.onnx_io import instance_from_model
     from dlci.testcase import execute
 
     def model(nodes, x_shape, y_shape):
@@ -252,7 +252,7 @@ def test_the_witness_keeps_a_graph_onnx_runtime_changes_even_unoptimised_and_dro
 
     import onnx.parser
     from onnx.reference import ReferenceEvaluator
-    from dlci.models import widen_to_float64
+    from dlci.models.onnx_io import widen_to_float64
     # two LRNs: ONNX Runtime is 1e-4 off at the end, but so is each node of it run after the other on its own
     # values (its rounding accumulating, not a graph change): not a test
     lrns = onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 18]>
@@ -278,7 +278,7 @@ def test_a_multi_operator_bug_followed_by_other_operators_is_named_by_its_first_
     ends after it), so they make one finding — named by the output's operator they were three."""
     from onnx import TensorProto, helper, numpy_helper
     from dlci.findings import signature
-    from dlci.reduce.graph import instance_from_model
+    from dlci.models.onnx_io import instance_from_model
     from dlci.testcase import execute
 
     x = np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32)
@@ -311,9 +311,9 @@ def test_a_long_float32_sum_feeding_a_cosine_is_ill_conditioned_and_a_plain_grap
     cosine of a sum of 504 terms (~400) differs by 1e-4 between summation orders, which input jitter alone missed
     (a TVM 'finding' of the fuzz benchmark); a Relu after a small sum stays judgeable."""
     from onnx import TensorProto, helper
-    from dlci.oracles.localise import _ill_conditioned, _view
+    from dlci.localise import _ill_conditioned, _view
     from dlci.outcome import Outcome
-    from dlci.reduce.graph import instance_from_model
+    from dlci.models.onnx_io import instance_from_model
 
     def judged(then):
         nodes = [helper.make_node("ReduceL1", ["x"], ["s"], keepdims=1), helper.make_node(then, ["s"], ["y"])]
@@ -340,7 +340,7 @@ def test_a_crash_localised_to_one_operator_is_what_that_operator_says_alone():
     pytest.importorskip("openvino")
     from onnx import TensorProto, helper, numpy_helper
     from dlci.findings import signature
-    from dlci.reduce.graph import instance_from_model
+    from dlci.models.onnx_io import instance_from_model
     from dlci.targets import get
     from dlci.testcase import execute
     rng = np.random.default_rng(0)

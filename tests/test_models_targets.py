@@ -147,7 +147,7 @@ def test_a_graphs_outputs_are_judged_by_the_operators_that_compute_them():
     indices (by shape only), in whatever order; an unsorted TopK's values too. Named after the TopK, the Cast's
     output sat at the TopK's index position and went unjudged (a float16 rounding OpenVINO drops, missed)."""
     from onnx import TensorProto, helper
-    from dlci.reduce.graph import instance_from_model
+    from dlci.models.onnx_io import instance_from_model
 
     def graph(outputs, sorted_=1):
         nodes = [helper.make_node("Cast", ["x"], ["c"], to=TensorProto.FLOAT),

@@ -280,7 +280,7 @@ def _instance(fn: str, *args, **kwargs):
 def test_boundary_instances_sit_at_the_domain_edge():
     import torch
     from dlci.nan import boundary_instances
-    from dlci.instance.recipe import torch_call
+    from dlci.models.rebuild import torch_call
     g = torch.Generator().manual_seed(0)
     log = _instance("torch.log", torch.rand(3, 4, generator=g) + 0.1)
     div = _instance("torch.div", torch.randn(5, generator=g), torch.randn(5, generator=g) + 3)

@@ -7,6 +7,7 @@ import numpy as np
 import onnx
 import pytest
 
+from dlci.findings.repro import render
 from dlci.outcome import PASS, UNSUPPORTED
 from dlci.sources import load_with_stats
 from dlci.sources.onnx_variants import KINDS
@@ -111,7 +112,7 @@ def test_a_symbolic_dim_finding_reproduces_standalone(tmp_path):
              and execute(v, "tvm.from_onnx").status == INCONSISTENT]
     assert found, "no symbolic Expand variant shows the wrong shape"
     v = found[0]
-    path = get("tvm.from_onnx").render_repro(finding_of(v, "tvm.from_onnx"), v, tmp_path)
+    path = render(get("tvm.from_onnx"), finding_of(v, "tvm.from_onnx"), v, tmp_path)
     code, out, err = run_alone(path)
     assert code == 1 and "REPRODUCED" in out, (code, out, err[-2000:])
 
@@ -164,9 +165,9 @@ def test_an_exported_params_reproducer_imports_with_kept_params(tmp_path):
     insts, _ = load_with_stats("onnx_variants", cache_dir=tmp_path / "cache", ops=["onnx::Reshape"])
     v = next(i for i in insts if i.call["variant"] == "exported_params")
     plain = next(i for i in insts if i.call["variant"] == "initializer")
-    assert "keep_params" not in get("tvm.from_onnx").render_repro(finding_of(plain, "tvm.from_onnx"), plain,
+    assert "keep_params" not in render(get("tvm.from_onnx"), finding_of(plain, "tvm.from_onnx"), plain,
                                                                   tmp_path).read_text()
-    path = get("tvm.from_onnx").render_repro(finding_of(v, "tvm.from_onnx"), v, tmp_path)
+    path = render(get("tvm.from_onnx"), finding_of(v, "tvm.from_onnx"), v, tmp_path)
     assert "keep_params_in_input=True" in path.read_text()
     code, out, err = run_alone(path)
     assert code == 0, (code, out, err[-2000:])

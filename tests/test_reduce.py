@@ -8,6 +8,7 @@ import pytest
 
 from dlci.findings import signature
 from dlci.instance import Instance, Origin, TensorSpec, features
+from dlci.models.onnx_io import load_onnx
 from dlci.outcome import CRASH, INCONSISTENT, INVALID, PASS, Outcome
 from dlci.reduce import Reduction, engine_runner, reduce_instance, same_failure
 from dlci.reduce import edit as E
@@ -108,7 +109,7 @@ def test_onnxruntime_maxunpool_output_shape(engine, loaded):
     assert red.inputs_that_matter == ["output_shape"] and len(r.inputs) == 3
     # the model follows the reduced arrays; the node test's expected outputs no longer apply and are gone
     assert not any(k.startswith("expected:") for k in r.arrays)
-    model = E.load_onnx(r.arrays)
+    model = load_onnx(r.arrays)
     dims = [[d.dim_value for d in vi.type.tensor_type.shape.dim] for vi in model.graph.input]
     assert dims == [list(a.shape) for a in r.input_arrays()]
     assert same_failure(run([r])[0], sig, get(target).modules)

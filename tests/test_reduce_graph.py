@@ -11,6 +11,7 @@ from onnx.reference import ReferenceEvaluator
 
 from dlci.findings import signature
 from dlci.instance import Instance, Origin, TensorSpec
+from dlci.models.onnx_io import instance_from_model, load_onnx
 from dlci.outcome import Outcome
 from dlci.reduce import _Search, engine_runner, reduce_instance, same_failure
 from dlci.reduce import edit as E
@@ -73,7 +74,7 @@ def in_process(target, log=None):
         outs = []
         for c in cands:
             if log is not None:
-                m = E.load_onnx(c.arrays)
+                m = load_onnx(c.arrays)
                 log.append((len(m.graph.node), G.valid(m)))
             outs.append(execute_job(c, target))
         return outs
@@ -87,7 +88,7 @@ def sig_of(run, inst, target):
 
 
 def node_types(inst):
-    return [n.op_type for n in E.load_onnx(inst.arrays).graph.node]
+    return [n.op_type for n in load_onnx(inst.arrays).graph.node]
 
 
 @pytest.fixture(scope="module")
@@ -108,9 +109,9 @@ def tvm_loaded():
 
 def test_cut_feeds_the_values_the_whole_model_computed():
     model, xs = unpool_chain()
-    inst = G.instance_from_model(model, xs, op="onnx::MaxUnpool")
+    inst = instance_from_model(model, xs, op="onnx::MaxUnpool")
     assert G.operators(inst) == 11 and G.is_multi_operator(inst) and inst.op == "onnx::MaxUnpool"
-    full = ReferenceEvaluator(E.load_onnx(inst.arrays)).run(None, {"x": xs[0], "z": xs[1]}, intermediate=True)
+    full = ReferenceEvaluator(load_onnx(inst.arrays)).run(None, {"x": xs[0], "z": xs[1]}, intermediate=True)
     base = G._Base(inst)
     names = [n.op_type for n in base.nodes]
 
@@ -144,14 +145,14 @@ def test_cut_feeds_the_values_the_whole_model_computed():
                       h.make_node("Neg", ["p"], ["n"]), h.make_node("Relu", ["n"], ["y"])], "g",
                      [h.make_tensor_value_info("x", T.FLOAT, [1, 1, 4, 4])],
                      [h.make_tensor_value_info("y", T.FLOAT, None)])
-    small = G.instance_from_model(h.make_model(g, opset_imports=[h.make_opsetid("", 13)]), [xs[0]])
+    small = instance_from_model(h.make_model(g, opset_imports=[h.make_opsetid("", 13)]), [xs[0]])
     m, _ = G.cut_model(G._Base(small), {0, 1})
     assert [o.name for o in m.graph.output] == ["n"]
 
 
 def test_single_operator_instances_are_left_alone():
     _, xs = unpool_chain()
-    single = G.instance_from_model(h.make_model(h.make_graph(
+    single = instance_from_model(h.make_model(h.make_graph(
         [h.make_node("Relu", ["x"], ["y"])], "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 1, 4, 4])],
         [h.make_tensor_value_info("y", T.FLOAT, [1, 1, 4, 4])]), opset_imports=[h.make_opsetid("", 13)]), xs[:1])
     assert G.operators(single) == 1 and not G.is_multi_operator(single)
@@ -171,7 +172,7 @@ def test_single_operator_instances_are_left_alone():
 def test_onnxruntime_maxunpool_is_found_among_eleven_operators(ort_engine):
     target = "onnxruntime"
     model, xs = unpool_chain()
-    inst = G.instance_from_model(model, xs, op="onnx::MaxUnpool")
+    inst = instance_from_model(model, xs, op="onnx::MaxUnpool")
     run = engine_runner(ort_engine, target)
     out, sig = sig_of(run, inst, target)
     assert out["status"] == "inconsistency" and sig == "onnxruntime|compare|onnx::MaxUnpool|value mismatch"
@@ -191,7 +192,7 @@ def test_the_bisection_comes_first_and_the_failure_that_needs_two_operators_keep
     # Shape as well.
     target = "tvm.from_onnx"
     model, xs = unpool_shape_graph([])
-    inst = G.instance_from_model(model, xs, op="onnx::MaxUnpool")
+    inst = instance_from_model(model, xs, op="onnx::MaxUnpool")
     log = []
     run = in_process(target, log)
     out, sig = sig_of(run, inst, target)
@@ -225,7 +226,7 @@ def test_invalid_cuts_never_reach_the_target(tvm_loaded):
     target = "tvm.from_onnx"
     model, xs = unpool_shape_graph([h.make_node("Cast", ["s"], ["sf"], to=T.FLOAT),
                                     h.make_node("Cast", ["sf"], ["s2"], to=T.INT64)])
-    inst = G.instance_from_model(model, xs, op="onnx::MaxUnpool")
+    inst = instance_from_model(model, xs, op="onnx::MaxUnpool")
     log = []
     run = in_process(target, log)
     out, sig = sig_of(run, inst, target)
@@ -237,14 +238,14 @@ def test_invalid_cuts_never_reach_the_target(tvm_loaded):
     assert log and all(why is None for _, why in log), log  # every model that ran passes the checks
     assert any("rejected by the ONNX checks" in n and " 0 rejected" not in n for n in s.notes), s.notes
     assert node_types(s.current) == ["Shape", "Cast", "MaxUnpool"]
-    assert E.load_onnx(s.current.arrays).graph.node[1].attribute[0].i == T.INT64  # the float Cast was bypassed
+    assert load_onnx(s.current.arrays).graph.node[1].attribute[0].i == T.INT64  # the float Cast was bypassed
     assert same_failure(run([s.current])[0], sig, get(target).modules)
 
 
 def test_budget_is_respected(ort_engine):
     target = "onnxruntime"
     model, xs = unpool_chain()
-    inst = G.instance_from_model(model, xs, op="onnx::MaxUnpool")
+    inst = instance_from_model(model, xs, op="onnx::MaxUnpool")
     run = engine_runner(ort_engine, target)
     _, sig = sig_of(run, inst, target)
     red = reduce_instance(inst, target, sig, run=run, modules=get(target).modules, budget=0)
@@ -268,7 +269,7 @@ def test_a_multi_operator_failure_is_cut_to_its_named_operator_with_what_it_depe
                      [nh.from_array(np.ones(16, np.float32), "scale"), nh.from_array(np.zeros(16, np.float32), "bias")])
     model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
     model.ir_version = 8
-    inst = G.instance_from_model(model, [np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32)])
+    inst = instance_from_model(model, [np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32)])
     inst.call["localise"] = True
     log = []
     run = in_process(target, log)

@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from dlci.findings import Finding, signature
-from dlci.findings.repro import render_repro
+from dlci.findings.repro import render, render_repro
 from dlci.findings.test_style import expectation, read_expectation, render_test
 from dlci.instance import Instance, Origin, TensorSpec
 from dlci.oracles import compare
@@ -104,7 +104,7 @@ def test_reproducer_exits_1_exactly_when_the_oracle_says_inconsistent(name, tmp_
     inst = make()
     outcome = execute(inst, target)
     assert outcome.status == want, (outcome.status, outcome.message)
-    path = get(target).render_repro(finding_of(inst, target, outcome=outcome), inst, tmp_path)
+    path = render(get(target), finding_of(inst, target, outcome=outcome), inst, tmp_path)
     code, out, err = run_alone(path)
     assert code == (1 if want == INCONSISTENT else 0), (code, out, err[-3000:])
     assert ("REPRODUCED" in out) == (want == INCONSISTENT), out
@@ -136,13 +136,13 @@ def test_crash_reproducer_expects_the_exception_a_support_finding_records(tmp_pa
     assert f.oracle == "crash" and f.symptom == "AttributeError", f
     # PR mode's "support removed": the symptom is no exception name; the exception is recorded apart
     f.extra["exception"], f.symptom, f.oracle = f.symptom, "support removed", "support"
-    path = get(f.target).render_repro(f, inst, tmp_path)
+    path = render(get(f.target), f, inst, tmp_path)
     code, out, err = run_alone(path)
     assert code == 1 and "REPRODUCED" in out, (out, err[-2000:])
     assert expectation(f)["failure"] == "AttributeError"
     # another exception than the recorded one is not this bug
     f.extra["exception"] = "OpNotImplemented"
-    path = get(f.target).render_repro(f, inst, tmp_path)
+    path = render(get(f.target), f, inst, tmp_path)
     code, out, _ = run_alone(path)
     assert code == 0 and "a different error" in out and "REPRODUCED" not in out
     test = render_test(f, inst, tmp_path / "tests", style="tvm", form="onnx")
@@ -167,7 +167,7 @@ def test_hard_crash_reproducer_runs_the_target_in_a_child(tmp_path):
     inst = elu(1.0)
     f = finding_of(inst, "tvm.from_fx")
     f.oracle, f.symptom, f.stage = "crash", "SIGSEGV", "run"
-    path = get(f.target).render_repro(f, inst, tmp_path)
+    path = render(get(f.target), f, inst, tmp_path)
     src = path.read_text()
     assert '"--child" in sys.argv' in src and "== -11" in src
     code, out, err = run_alone(path)
@@ -178,11 +178,11 @@ def test_single_operator_reproducers_are_short(tmp_path):
     lengths = {}
     for name, (make, target, _) in JUDGED.items():
         inst = make()
-        path = get(target).render_repro(finding_of(inst, target, fid=f"F{len(lengths) + 1:03d}"), inst, tmp_path)
+        path = render(get(target), finding_of(inst, target, fid=f"F{len(lengths) + 1:03d}"), inst, tmp_path)
         lengths[name] = len(path.read_text().splitlines())
         ast.parse(path.read_text())
     inst = max_unpool()
-    path = get("tvm.from_onnx").render_repro(finding_of(inst, "tvm.from_onnx", fid="F009"), inst, tmp_path)
+    path = render(get("tvm.from_onnx"), finding_of(inst, "tvm.from_onnx", fid="F009"), inst, tmp_path)
     lengths["crash"] = len(path.read_text().splitlines())
     assert "values_differ" not in path.read_text()  # a crash needs no comparison
     assert sorted(lengths.values())[len(lengths) // 2] <= MEDIAN_LINES, lengths
@@ -235,7 +235,7 @@ def test_a_bfloat16_case_reproduces_standalone(tmp_path):
                         params={}, inputs=[TensorSpec.of(x)],
                         call={"kind": "torch_fn", "fn": f"torch.nn.functional.{fn}", "args": [{"$t": 0}], "kwargs": {}})
         o = execute(inst, "tvm.from_exported_program")
-        path = get("tvm.from_exported_program").render_repro(finding_of(inst, "tvm.from_exported_program", outcome=o),
+        path = render(get("tvm.from_exported_program"), finding_of(inst, "tvm.from_exported_program", outcome=o),
                                                              inst, tmp_path)
         assert "ml_dtypes.bfloat16" in path.read_text()
         code, out, err = run_alone(path)

@@ -92,7 +92,7 @@ def test_cache_dir_from_environment(tmp_path, monkeypatch):
 def test_opinfo_instances_reproduce_the_opinfo_call(opinfo_harvest):
     import torch
     from dlci.torch_testing import op_db
-    from dlci.instance.recipe import torch_call
+    from dlci.models.rebuild import torch_call
     instances, stats, _ = opinfo_harvest
     ops = {i.op for i in instances}
     assert {"aten::elu", "aten::add", "aten::cat", "aten::conv2d", "aten::linalg_vector_norm"} <= ops
@@ -135,12 +135,12 @@ def test_opinfo_ids_are_stable_across_harvests(opinfo_harvest):
 def test_instances_rebuild_in_a_fresh_process(opinfo_harvest, tmp_path):
     """Workers only get the cache: rebuild there and compare with the in-process outputs."""
     import torch
-    from dlci.instance.recipe import torch_call
+    from dlci.models.rebuild import torch_call
     instances, _, cache = opinfo_harvest
     script = f"""
 import json, sys, numpy as np, torch
 from dlci.sources import load
-from dlci.instance.recipe import torch_call
+from dlci.models.rebuild import torch_call
 insts = load("opinfo", cache_dir={str(cache)!r}, limit_per_op=8, ops={OPINFO_OPS!r})
 out = {{}}
 for inst in insts:
@@ -169,7 +169,7 @@ def test_module_db_instances_rebuild_with_their_weights():
     import torch
     from dlci.torch_testing import module_db
     from dlci.sources.modules import ModuleDbSource
-    from dlci.instance.recipe import torch_call
+    from dlci.models.rebuild import torch_call
     src = ModuleDbSource(ops=["nn::Conv2d", "nn::LSTM", "nn::BatchNorm2d", "nn::FractionalMaxPool2d"])
     instances = list(src.harvest(2))
     assert {i.op for i in instances} == {"nn::Conv2d", "nn::LSTM", "nn::BatchNorm2d"}
@@ -200,7 +200,7 @@ def test_onnx_node_expected_outputs_match_onnxruntime():
     import onnxruntime as ort
     from onnx.reference import ReferenceEvaluator
     from dlci.sources.onnx_node import OnnxNodeSource
-    from dlci.instance.recipe import onnx_call
+    from dlci.models.rebuild import onnx_call
     src = OnnxNodeSource(ops=["onnx::Relu", "onnx::Conv", "Gemm", "Softmax", "MaxPool", "Elu", "Gelu"])
     instances = list(src.harvest())
     assert {i.op for i in instances} == {"onnx::Relu", "onnx::Conv", "onnx::Gemm", "onnx::Softmax",
@@ -225,7 +225,7 @@ def test_onnx_node_expected_outputs_match_onnxruntime():
 def test_harvest_records_exactly_the_fixture_suites_calls(tmp_path):
     import torch
     from dlci.sources.harvest import Harvest
-    from dlci.instance.recipe import keras_call, onnx_call, torch_call
+    from dlci.models.rebuild import keras_call, onnx_call, torch_call
     src = Harvest(paths=[SUITE / "suite_ops.py"], name="fixture")
     instances, stats = load_with_stats(src, cache_dir=tmp_path)
     assert stats["suite_returncode"] == 0, stats["suite_tail"]

@@ -84,13 +84,14 @@ def test_quantized_variants_run_through_the_tflite_converters(target, tmp_path):
     pytest.importorskip("tvm" if target.startswith("tvm") else "openvino")
     from dlci.testcase import execute
     from tests.test_repro import finding_of, run_alone
+    from dlci.findings.repro import render
     from dlci.targets import get
     v = variants(avg_pool())["int8"]
     o = execute(v, target)
     assert o.status == PASS, (o.status, o.stage, o.message)
     # a reproducer of a value finding on it judges as the campaign does: within one step, and without TensorFlow
     f = finding_of(v, target)
-    path = get(target).render_repro(f, v, tmp_path)
+    path = render(get(target), f, v, tmp_path)
     src = path.read_text()
     assert "steps=1" in src and "base64.b64decode(" in src and "import tensorflow" not in src
     code, out, err = run_alone(path)

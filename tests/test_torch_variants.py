@@ -7,6 +7,7 @@ import collections
 import pytest
 
 from dlci import models
+from dlci.findings.repro import render
 from dlci.outcome import CRASH
 from dlci.sources import load, load_with_stats
 from dlci.testcase import execute
@@ -65,7 +66,7 @@ def test_a_dynamic_variant_exports_symbolic_dims_and_its_reproducer_does_too(tmp
     assert models.dynamic_shapes_code(inst) == ", dynamic_shapes=({0: torch.export.Dim.AUTO},)"
     outcome = execute(inst, "tvm.from_exported_program")
     assert outcome.status == "pass", outcome.message
-    path = get("tvm.from_exported_program").render_repro(finding_of(inst, "tvm.from_exported_program",
+    path = render(get("tvm.from_exported_program"), finding_of(inst, "tvm.from_exported_program",
                                                                     outcome=outcome), inst, tmp_path)
     assert "dynamic_shapes=({0: torch.export.Dim.AUTO},)" in path.read_text()
     code, out, err = run_alone(path)

@@ -394,12 +394,12 @@ def collect(campaign: Campaign) -> list[Finding]:
     return attribute_to_exporter(findings, campaign)
 
 
-# what localisation measured on the graph as found (dlci.oracles.localise), kept when the reduced graph is localised
+# what localisation measured on the graph as found (dlci.localise), kept when the reduced graph is localised
 WHOLE_GRAPH_KEYS = ("first_divergent", "trace", "share", "graph_operators", "parameters_that_matter", "parameters")
 
 
 def graph_details(outcome: Outcome, inst: Instance) -> dict:
-    """What a graph finding says about its operators (dlci.oracles.localise): the operator it is localised to, the
+    """What a graph finding says about its operators (dlci.localise): the operator it is localised to, the
     graph's operators, each one's single-operator test on the same target, and whether the failure needs several;
     for a wrong output, where the divergence starts (the trace) and the culprit's share of the final error."""
     from dlci.reduce.graph import operators
@@ -672,8 +672,8 @@ def _renumber(finding: Finding, new_id: str, campaign: Campaign, options: RunOpt
 
 
 def _render(finding: Finding, campaign: Campaign, out: Path) -> Path:
-    return campaign.targets[finding.target].render_repro(finding, campaign.instances[finding.instance_id],
-                                                         out / "repro")
+    from dlci.findings.repro import render
+    return render(campaign.targets[finding.target], finding, campaign.instances[finding.instance_id], out / "repro")
 
 
 def _render_test_style(finding: Finding, campaign: Campaign, options: RunOptions) -> None:

@@ -28,6 +28,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from dlci import scan
+    from dlci.bisect.attribution import in_scan
     options = RUN.parse(args)
     if args.fuzz_share is not None and not 0 <= args.fuzz_share < 1:
         from dlci.errors import UsageError
@@ -41,5 +42,5 @@ def run(args) -> int:
         repo, base, head = Path(args.repo), args.base, args.head
     report = scan.scan(scan.ScanRequest(repo=repo, base=base, head=head,
                                         targets=split(args.targets) if args.targets else None, options=options,
-                                        fuzz_share=args.fuzz_share))
+                                        fuzz_share=args.fuzz_share, bisect=in_scan))
     return exit_code(report, options)

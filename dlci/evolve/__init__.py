@@ -1,14 +1,14 @@
 """Genetic search over a model's inputs and weights for inconsistencies (the Audee paper): where the graph fuzzer
 (dlci.fuzz) varies structure, this varies the numbers flowing through a fixed graph, to widen the gap between a
-target and the float64 reference until the oracle sees it; dlci.oracles.localise then says which operator, which of
+target and the float64 reference until the oracle sees it; dlci.localise then says which operator, which of
 its parameters, and how much of the final error it accounts for.
 
 The data flow: ``seeds`` (a user's models — ONNX files and ``FILE.py:FUNCTION`` PyTorch models —, networks from the
 graph fuzzer's generator, migrated multi-layer modules) -> ``genome`` (the float inputs and weights of each seed, their
 value domains, candidates and their validity) -> ``search`` (GA or random sampling) -> ``stream`` (the campaign's
-test source: candidates as tests, outcomes back) -> ``fitness`` (measured in the worker, scored in the parent). Every
-candidate is an ordinary dlci test: sandboxed workers, fp64 reference, localisation, confirmation, dedup by the
-culprit's signature, reduction, reproducers.
+test source: candidates as tests, outcomes back) -> fitness (dlci.oracles.fitness: measured in the worker, scored in
+the parent). Every candidate is an ordinary dlci test: sandboxed workers, fp64 reference, localisation, confirmation,
+dedup by the culprit's signature, reduction, reproducers.
 
 :func:`run` is ``dlci evolve``.
 """

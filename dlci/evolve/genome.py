@@ -76,11 +76,11 @@ class Genome:
             self.genes.append(Gene(key, np.asarray(a), low, high))
 
     def _onnx_genes(self) -> None:
-        import dlci.reduce.edit as E
         from dlci.models.graph import schema
-        model = E.load_onnx(self.seed.arrays)
+        from dlci.models.onnx_io import feed_names, load_onnx
+        model = load_onnx(self.seed.arrays)
         self._model = model
-        feeds = E.feed_names(model)
+        feeds = feed_names(model)
         readers: dict[str, list[tuple[str, int, bool]]] = {}
         opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 18)
         for n in model.graph.node:
@@ -118,13 +118,13 @@ class Genome:
             else:
                 arrays[key] = np.require(v, requirements="C")
         if inits:
-            import dlci.reduce.edit as E
             from onnx import numpy_helper
+            from dlci.models.onnx_io import store_onnx
             model = copy.deepcopy(self._model)
             for t in model.graph.initializer:
                 if t.name in inits:
                     t.CopyFrom(numpy_helper.from_array(np.require(inits[t.name], requirements="C"), t.name))
-            arrays["model"] = E.store_onnx(model)
+            arrays["model"] = store_onnx(model)
         n = sum(1 for k in arrays if k.startswith("in:"))
         s = self.seed
         return Instance(op=s.op, framework=s.framework, call={**s.call, "search": True},

@@ -2,7 +2,7 @@
 fitness of the last candidates steers the next (Audee's Algorithm 1, one population per seed):
 
     draw the next candidate's genes (GA or random) -> a valid test? (dlci.evolve.genome) -> its tests, one per
-    target still open on this seed -> outcomes -> fitness (dlci.evolve.fitness) -> back into the population
+    target still open on this seed -> outcomes -> fitness (dlci.oracles.fitness) -> back into the population
 
 Seeds take turns. A target that fails on a seed's candidate (an inconsistency or a crash: the campaign confirms it,
 localises it to its operator and deduplicates it by the culprit) is done for that seed, so the search goes on for the
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dlci.campaign.stages import Test
-from dlci.evolve.fitness import score
+from dlci.oracles.fitness import score
 from dlci.evolve.genome import Genome
 from dlci.evolve.search import Population, Settings
 from dlci.instance import Instance

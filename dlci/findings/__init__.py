@@ -14,7 +14,7 @@ from dlci.outcome import CRASH, INCONSISTENT, Outcome
 _NORMALIZERS = [
     (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
     (re.compile(r"(/[\w.\-+]+)+/([\w.\-]+\.\w+)"), r"\2"),  # absolute paths -> file name
-    # a value a compiler names as it builds (TVM's Relax vars lv3/gv0) or a graph input (dlci.oracles.localise.
+    # a value a compiler names as it builds (TVM's Relax vars lv3/gv0) or a graph input (dlci.localise.
     # anonymised): the same operand is one or the other as a graph grows or is reduced, and the bug is the same
     (re.compile(r"\b[lg]v\d+\b|<input>"), "%v"),
     # what else a compiler numbers as it builds (allocations; a node name's counter Pow_3)
@@ -61,12 +61,12 @@ def signature(outcome: Outcome, modules: tuple[str, ...] = ()) -> str:
         detail = outcome.symptom
     else:
         where = converter_frame(outcome.traceback, modules) or outcome.op
-        # a graph test's message with the graph's own names replaced (dlci.oracles.localise.anonymised)
+        # a graph test's message with the graph's own names replaced (dlci.localise.anonymised)
         detail = f"{outcome.symptom}: {normalize_message((outcome.localised or {}).get('message') or outcome.message)}"
     return f"{outcome.target}|{outcome.stage}|{where}|{detail}"
 
 
-LOCALISED_IN_GRAPH = " (in a graph)"  # a localised graph failure that needs other operators (oracles.localise)
+LOCALISED_IN_GRAPH = " (in a graph)"  # a localised graph failure that needs other operators (dlci.localise)
 NEW_PART = "|new in PR"  # suffix of the part of a finding that base attribution found new (dlci.scan.attribution)
 NEW_IN_RELEASE_PART = "|new in release"  # the same, of release attribution (dlci test --against)
 

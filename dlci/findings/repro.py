@@ -135,7 +135,7 @@ def _args(values: list, kwargs: dict) -> str:
 
 def _takes_inputs_directly(call: dict, n: int) -> bool:
     """A module whose forward takes exactly the instance's tensors, in order, and nothing else: the model is the
-    module itself (as dlci.instance.recipe.torch_call builds it), no wrapper needed."""
+    module itself (as dlci.models.rebuild.torch_call builds it), no wrapper needed."""
     if call.get("forward_kwargs") or call.get("forward_args", []) != [{"$t": i} for i in range(n)]:
         return False
     try:
@@ -237,7 +237,7 @@ def keras_model(inst: Instance, leaf: bool = False, inputs: str = "INPUTS") -> t
 
 
 def tf_fn_model(inst: Instance, inputs: str = "INPUTS") -> tuple[str, str]:
-    """One TensorFlow op call as a keras layer in a model with static input shapes (dlci.instance.recipe's TFCall)."""
+    """One TensorFlow op call as a keras layer in a model with static input shapes (dlci.models.rebuild's TFCall)."""
     xs = ", ".join(f"x{i}" for i in range(len(inst.inputs)))
     kwargs = ", ".join(f"{k}={python_literal(v)}" for k, v in inst.call.get("kwargs", {}).items())
     code = ("class Op(keras.layers.Layer):\n"
@@ -258,10 +258,10 @@ def tflite_model(inst: Instance, leaf: bool = False) -> tuple[str, str]:
 
 
 def torch_program_model(inst: Instance, leaf: bool = False) -> tuple[str, str]:
-    """A user's whole PyTorch model (``FILE.py:FUNCTION``, dlci.models.fx): the script imports their file and calls
-    the function, then loads the weights the failing instance ran wherever they differ from the program's own (a
-    search changed them)."""
-    from dlci.models.fx import load
+    """A user's whole PyTorch model (``FILE.py:FUNCTION``, dlci.models.program): the script imports their file and
+    calls the function, then loads the weights the failing instance ran wherever they differ from the program's own
+    (a search changed them)."""
+    from dlci.models.program import load
     file, func = inst.call["program"].rsplit(":", 1)
     code = (f"spec = importlib.util.spec_from_file_location(\"user_model\", {py_str(file)})\n"
             "user_model = importlib.util.module_from_spec(spec)\n"
@@ -511,7 +511,7 @@ def _keeps_params(inst: Instance) -> bool:
     """An ONNX case marked to be imported with its initializers kept as inputs (dlci.models.onnx_keeps_params)."""
     if inst.call["kind"] != "onnx_model":
         return False
-    from dlci.instance.recipe import onnx_call
+    from dlci.models.rebuild import onnx_call
     from dlci.models import onnx_keeps_params
     return onnx_keeps_params(onnx_call(inst)[0])
 
@@ -570,6 +570,15 @@ def render_text(finding, inst: Instance, template: str | None = None) -> str:
     return env.get_template("repro.py.j2").render(
         f=finding, inst=inst, origin=origin, imports=import_block(imports), body=body,
         spaced=_defines([s for s in sections if s.strip()][-1]), run=run, **check)
+
+
+def render(target, finding, inst: Instance, repro_dir: Path) -> Path:
+    """The target's standalone reproducer of the finding: its own script where it writes one (``render_repro``, an
+    equivalence rule's), else the generic single-operator script with its snippet (``repro_template``)."""
+    own = getattr(target, "render_repro", None)
+    if own is not None:
+        return own(finding, inst, repro_dir)
+    return render_repro(finding, inst, repro_dir, template=target.repro_template())
 
 
 def render_repro(finding, inst: Instance, repro_dir: Path, template: str | None = None) -> Path:

@@ -6,7 +6,7 @@ The data flow: ``corpus`` (blocks from the ONNX node tests and subgraph template
 which blocks and mutations) -> ``generate`` (digraph, mutations, shapes and parameters, validation; ``build`` holds
 the graph as it grows) -> ``coverage`` (OTC, IDC, ODC, SEC, SPC, OLC) -> ``stream`` (the campaign's test source,
 rewards back to the search). The graph model itself is dlci.models.graph; a failing network is localised to its
-operator in the worker (dlci.oracles.localise).
+operator in the worker (dlci.localise).
 
 :func:`run` is ``dlci fuzz``; :func:`scan_share` is the fuzz share of ``dlci scan``.
 """

@@ -199,14 +199,14 @@ def operator_blocks(opset: int = DEFAULT_OPSET) -> tuple[list[OperatorBlock], di
     """Operator blocks from the ONNX node tests (harvested by dlci.sources, cached), each variant checked by ONNX
     inference at ``opset`` on its own shapes; and the operators left out with why."""
     from dlci import sources
-    import dlci.reduce.edit as E
     from dlci.instance.recipe import attribute_value
+    from dlci.models.onnx_io import feed_names, load_onnx
     skipped: dict[str, str] = {}
     by_op: dict[str, list[_Variant]] = {}
     data_slots: dict[str, int] = {}
     for inst in sources.load("onnx_node"):
         try:
-            model = E.load_onnx(inst.arrays)
+            model = load_onnx(inst.arrays)
         except Exception:  # noqa: BLE001
             continue
         if len(model.graph.node) != 1:
@@ -226,7 +226,7 @@ def operator_blocks(opset: int = DEFAULT_OPSET) -> tuple[list[OperatorBlock], di
         if any(a.type in (5, 10) for a in node.attribute):  # GRAPH / GRAPHS
             skipped.setdefault(op, "subgraph attribute")
             continue
-        feeds = dict(zip(E.feed_names(model), inst.input_arrays()))
+        feeds = dict(zip(feed_names(model), inst.input_arrays()))
         formal = list(sch.inputs)
         out_type = sch.outputs[0].type_str if sch.outputs else None
         slots: list[tuple[str, np.ndarray, str]] = []

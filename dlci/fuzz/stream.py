@@ -6,7 +6,7 @@ free, so that what the targets did to the last networks steers the next (Algorit
 
 Validation before any target sees a network: the ONNX checker and strict shape inference (dlci.models.graph), the
 reference computing every value finite and moderate in float32 and float64 as the network grows (dlci.fuzz.build),
-and a second reading of the specification agreeing with the reference (dlci.oracles.witness: ONNX Runtime with its
+and a second reading of the specification agreeing with the reference (dlci.localise.witness: ONNX Runtime with its
 optimisations off). Every test of a network checks the last again in the worker, so a reduced graph stays within the
 specification too.
 """
@@ -25,7 +25,8 @@ from dlci.fuzz.coverage import Coverage
 from dlci.fuzz.generate import Generated, generate
 from dlci.fuzz.search import Choice, Strategy
 from dlci.models.graph import GraphError, graph_instance
-from dlci.oracles.witness import available as spec_witness_available
+from dlci.models.graph_torch import torch_graph_instance
+from dlci.localise.witness import available as spec_witness_available
 from dlci.outcome import CRASH, INCONSISTENT, PASS, UNSUPPORTED
 
 # a new failure signature is worth this much (on the reward's scale, and to the operators it was localised to on the
@@ -149,7 +150,7 @@ class FuzzStream:
             out.append(graph_instance(gen.graph, gen.inputs, source="fuzz", test=test))
         if any("torch" in t.frameworks and "onnx" not in t.frameworks for t in self.targets.values()):
             try:
-                out.append(graph_instance(gen.graph, gen.inputs, source="fuzz", test=test, framework="torch"))
+                out.append(torch_graph_instance(gen.graph, gen.inputs, source="fuzz", test=test))
             except GraphError as e:  # an operator torch has no faithful call for: the ONNX form still runs
                 self.no_torch_form[str(e).split(":")[0]] += 1
         return out
@@ -243,8 +244,8 @@ def _reason(message: str) -> str:
 
 
 def _witness(gen: Generated) -> None:
-    """A second reading of ONNX must agree on the network (GraphError if not): dlci.oracles.witness."""
-    from dlci.oracles.witness import outside_spec
+    """A second reading of ONNX must agree on the network (GraphError if not): dlci.localise.witness."""
+    from dlci.localise.witness import outside_spec
     why = outside_spec(gen.graph.to_onnx(), gen.inputs, gen.graph.evaluate(gen.inputs),
                        gen.graph.evaluate(gen.inputs, float64=True))
     if why:

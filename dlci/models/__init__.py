@@ -25,6 +25,7 @@ import numpy as np
 from dlci.instance import Instance
 from dlci.instance.recipe import VALUES_UNDEFINED, op_base_name
 from dlci.models.convert import flatten_outputs, np_to_torch
+from dlci.models.onnx_io import load_onnx, widen_to_float64
 
 __all__ = ["FORMS", "FormUnavailable", "ReferenceError_", "build", "reference", "torch_inputs", "keras_inputs",
            "shape_only_outputs", "export_onnx", "keras_to_tflite", "clear_cache", "seed_all", "quiet"]
@@ -81,7 +82,9 @@ def clear_cache() -> None:
         pack._LAST_EXPORT.clear()
 
 
-def _cached(instance: Instance, key: str, make: Callable[[], Any]) -> Any:
+def cached(instance: Instance, key: str, make: Callable[[], Any]) -> Any:
+    """``make()``'s value for the instance under ``key``, made once while the instance stays in the cache (a
+    failure is kept too, and raised again)."""
     slot = _slot(instance)
     if key not in slot:
         try:
@@ -112,7 +115,7 @@ def build(instance: Instance, name: str) -> Any:
             raise
         except Exception as e:
             raise FormUnavailable(f"{name}: {type(e).__name__}: {e}") from e  # testcase trims it
-    return _cached(instance, "form:" + name, make)
+    return cached(instance, "form:" + name, make)
 
 
 # -- process hygiene ------------------------------------------------------------------------------------------
@@ -191,7 +194,7 @@ class _TempDir:
 # -- torch forms ------------------------------------------------------------------------------------------------
 
 def _rebuilder():
-    from dlci.instance import recipe as rebuild  # lazily: sources import their libraries' test suites
+    from dlci.models import rebuild  # lazily: sources import their libraries' test suites
     return rebuild
 
 
@@ -203,7 +206,7 @@ def torch_inputs(instance: Instance) -> list:
 def _torch_module(instance: Instance):
     from dlci.models import torch_export
     torch_export.memoise_cia_ops()  # every torch test's model is built here; its exports come after
-    return _cached(instance, "torch_call", lambda: _rebuilder().torch_call(instance)[0].eval())
+    return cached(instance, "torch_call", lambda: _rebuilder().torch_call(instance)[0].eval())
 
 
 @form("torch_module", ("torch",))
@@ -307,7 +310,7 @@ def keras_inputs(instance: Instance) -> list[np.ndarray]:
 
 
 def _keras_layer(instance: Instance):
-    return _cached(instance, "keras_call", lambda: _rebuilder().keras_call(instance)[0])
+    return cached(instance, "keras_call", lambda: _rebuilder().keras_call(instance)[0])
 
 
 def call_layer(instance: Instance, layer, xs: list):
@@ -378,7 +381,7 @@ def keras_output_order(instance: Instance) -> list[int] | None:
     """:func:`tflite_output_order` of a keras instance's TFLite form (cached with it)."""
     if instance.framework != "keras":
         return None
-    return _cached(instance, "tflite_output_order", lambda: tflite_output_order(build(instance, "tflite")))
+    return cached(instance, "tflite_output_order", lambda: tflite_output_order(build(instance, "tflite")))
 
 
 def tflite_outputs(buf: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -407,7 +410,7 @@ def reference(instance: Instance) -> tuple[list[np.ndarray], list[np.ndarray] | 
                 return _REFERENCES[instance.framework](instance)
         except Exception as e:
             raise ReferenceError_(f"{type(e).__name__}: {e}") from e
-    return _cached(instance, "reference", make)
+    return cached(instance, "reference", make)
 
 
 def _torch_reference(instance: Instance):
@@ -462,21 +465,6 @@ def _onnx_reference(instance: Instance):
     return ref, ref64
 
 
-def spec_violation(instance: Instance) -> str | None:
-    """For a generated or reduced graph (an ``onnx_model`` instance marked ``localise``): why it is outside the ONNX
-    specification (dlci.oracles.witness), or None; cached with the reference. Other instances: None."""
-    if instance.framework != "onnx" or not instance.call.get("localise") or instance.origin.source == "model":
-        return None  # a user's model is what they run: judged as it is, not held to a second reading
-
-    def make():
-        from dlci.oracles import witness
-        if not witness.available():
-            return None
-        ref, ref64 = reference(instance)
-        return witness.outside_spec(build(instance, "onnx"), instance.input_arrays(), ref, ref64)
-    return _cached(instance, "spec", make)
-
-
 def exported_reference(instance: Instance, form: str, ref: list[np.ndarray], ref64: list[np.ndarray] | None
                        ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
     """The reference of an instance that reaches a target through an exporter (a torch instance exported to ONNX):
@@ -492,7 +480,7 @@ def exported_reference(instance: Instance, form: str, ref: list[np.ndarray], ref
         except Exception:
             return ref, ref64
         return exported_outputs(ref, ref64, got, got64)
-    return _cached(instance, "reference:" + form, make)
+    return cached(instance, "reference:" + form, make)
 
 
 def evaluate_onnx(model, arrays: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
@@ -563,39 +551,6 @@ def _onnx_reference64(model, arrays):
     arrays64 = [a.astype(np.float64) if a.dtype == np.float32 else a for a in arrays]
     out = ReferenceEvaluator(m).run(None, _onnx_feed(m, arrays64))
     return [np.asarray(o) for o in out]
-
-
-def widen_to_float64(model):
-    """A copy of an ONNX model with every float32 tensor (inputs, outputs, value infos, initializers, tensor
-    attributes, casts to float) widened to float64; None when it has none, or operators outside the default domain
-    or subgraphs (not worth widening)."""
-    import onnx
-    from onnx import TensorProto, numpy_helper
-
-    F, D = TensorProto.FLOAT, TensorProto.DOUBLE
-    m = copy.deepcopy(model)
-    g = m.graph
-    if any(n.domain not in ("", "ai.onnx") for n in g.node) or m.functions:
-        return None
-    if any(a.type == onnx.AttributeProto.GRAPH or a.type == onnx.AttributeProto.GRAPHS
-           for n in g.node for a in n.attribute):
-        return None  # subgraphs: not worth widening
-    changed = False
-    for vi in list(g.input) + list(g.output) + list(g.value_info):
-        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type == F:
-            vi.type.tensor_type.elem_type = D
-            changed = True
-    for i, init in enumerate(g.initializer):
-        if init.data_type == F:
-            g.initializer[i].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float64),
-                                                             init.name))
-    for n in g.node:
-        for a in n.attribute:
-            if a.type == onnx.AttributeProto.TENSOR and a.t.data_type == F:
-                a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float64), a.t.name))
-            elif a.name in ("to", "dtype") and a.type == onnx.AttributeProto.INT and a.i == F:
-                a.i = D
-    return m if changed else None
 
 
 def _keras_reference(instance: Instance):
@@ -703,9 +658,8 @@ def _output_producers(instance: Instance) -> list[tuple[str, int, dict] | None] 
                  for n in spec.get("nodes", [])]
         outputs = list(spec.get("outputs", []))
     elif kind == "onnx_model" and "model" in instance.arrays:
-        import dlci.reduce.edit as E
         from onnx import helper
-        model = E.load_onnx(instance.arrays)
+        model = load_onnx(instance.arrays)
         if len(model.graph.node) < 2:
             return None
         nodes = [(n.op_type, list(n.output), {a.name: helper.get_attribute_value(a) for a in n.attribute

@@ -1,36 +1,29 @@
 """A user's PyTorch model as a graph of torch calls (``torch.fx``): what a failure of a whole torch model is localised
-on, at the torch level (``dlci test --model FILE.py:FUNCTION``; Audee's localisation, dlci.oracles.localise).
+on, at the torch level (``dlci test --model FILE.py:FUNCTION``, the model loaded by dlci.models.program; Audee's
+localisation, dlci.localise).
 
-FUNCTION takes no arguments and returns ``(module, inputs)``: the module in eval mode and a tuple of example input
-tensors. The ONNX graph model (dlci.models.graph) does not cover such a model: its operators are torch calls, and the
+The ONNX graph model (dlci.models.graph) does not cover such a model: its operators are torch calls, and the
 torch targets (export, FX, TorchScript, dynamo) each see them through their own front door. So the unit of
 localisation is the node of the module's FX graph (``torch.fx.symbolic_trace``: a call of a torch function, a tensor
 method or a standard ``torch.nn`` module), which is also what a maintainer reads.
 
-- :func:`program_instance` — the model as one instance (recipe ``torch_program``: the program's file and function,
-  its inputs ``in:<i>`` and every entry of its state dict ``state:<name>``, so that a search can change inputs and
-  weights and the instance says which ones it ran);
-- :func:`program_module` — that module again (in a worker, for every torch model form), with the instance's
-  weights; two variants serve localisation: ``expose`` (node values as extra outputs) and ``substitute`` (a node's
-  value fed from outside, as a new trailing input);
-- :class:`FxView` — the traced module: its nodes, every node's value in float32 and in float64 (a
-  ``torch.fx.Interpreter`` over the module and over a float64 copy), each node **alone** as a single-operator instance
-  fed with the float32 reference's values (a ``torch_fn`` or ``torch_module`` recipe, checked to compute exactly
-  what the node computed: what the rest of dlci tests, reduces and writes reproducers for), the module with a node's
-  value substituted, and the module exposing every node's value.
+:class:`FxView` — the traced module: its nodes, every node's value in float32 and in float64 (a
+``torch.fx.Interpreter`` over the module and over a float64 copy), each node **alone** as a single-operator instance
+fed with the float32 reference's values (a ``torch_fn`` or ``torch_module`` recipe, checked to compute exactly what
+the node computed: what the rest of dlci tests, reduces and writes reproducers for), the module with a node's value
+substituted, and the module exposing every node's value.
 """
 from __future__ import annotations
 
 import copy
 import inspect
-import os
 from typing import Any
 
 import numpy as np
 
-from dlci.instance import Instance, Origin, TensorSpec, encode_value
+from dlci.instance import Instance, Origin, TensorSpec, Unencodable, encode_value, to_numpy
+from dlci.models.program import program_module, trace
 
-KIND = "torch_program"
 _CALLS = ("call_function", "call_method", "call_module")
 # operator-module functions an FX graph records for Python operators, by the aten operator they stand for
 _PY_OPERATORS = {"add": "add", "iadd": "add", "sub": "sub", "isub": "sub", "mul": "mul", "imul": "mul",
@@ -38,135 +31,6 @@ _PY_OPERATORS = {"add": "add", "iadd": "add", "sub": "sub", "isub": "sub", "mul"
                  "neg": "neg", "mod": "remainder", "getitem": "getitem", "and_": "bitwise_and", "or_": "bitwise_or"}
 # constructor parameters that say where and in which dtype weights live, not what the module computes
 _CTOR_SKIP = {"self", "device", "dtype"}
-
-
-class ProgramError(ValueError):
-    """A FILE.py:FUNCTION that cannot be used as a model: missing, raising, or returning the wrong thing."""
-
-
-# -- the program ------------------------------------------------------------------------------------------------
-
-_LOADED: dict[tuple[str, float], tuple[Any, list]] = {}
-
-
-def load(spec: str) -> tuple[Any, list]:
-    """``(module, [input tensors])`` from ``FILE.py:FUNCTION`` (cached per process while the file is unchanged).
-    Raises :class:`ProgramError` saying what is wrong."""
-    from dlci.nan.core import ProgramError as LoadError, load_program
-    path = spec.rsplit(":", 1)[0]
-    key = (spec, os.path.getmtime(path) if os.path.isfile(path) else 0.0)
-    if key in _LOADED:
-        return _LOADED[key]
-    try:
-        prog = load_program(spec)
-    except LoadError as e:
-        raise ProgramError(str(e)) from None
-    import torch
-    try:
-        with torch.no_grad():
-            got = prog.fn()
-    except Exception as e:  # noqa: BLE001 - the user's code
-        raise ProgramError(f"{spec}: {prog.function}() raised {type(e).__name__}: {e}") from None
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        raise ProgramError(f"{spec}: {prog.function}() must return (module, inputs): the module in eval mode and a "
-                           f"tuple of example input tensors; it returned {_what(got)}")
-    module, inputs = got
-    if not isinstance(module, torch.nn.Module):
-        raise ProgramError(f"{spec}: {prog.function}() must return (module, inputs); its first item is "
-                           f"{_what(module)}, not a torch.nn.Module")
-    if isinstance(inputs, torch.Tensor):
-        inputs = (inputs,)
-    if not isinstance(inputs, (tuple, list)) or not inputs or \
-            not all(isinstance(t, torch.Tensor) for t in inputs):
-        raise ProgramError(f"{spec}: {prog.function}() must return (module, inputs) with inputs a non-empty tuple "
-                           f"of tensors; got {_what(inputs)}")
-    if any(m.training for m in module.modules()):
-        raise ProgramError(f"{spec}: {prog.function}() returned a module in training mode: return module.eval() "
-                           "(dropout and batch statistics make a training-mode run differ from run to run)")
-    inputs = [t.detach().clone() for t in inputs]
-    try:
-        with torch.no_grad():
-            module(*[t.clone() for t in inputs])
-    except Exception as e:  # noqa: BLE001
-        raise ProgramError(f"{spec}: the module does not run on the inputs {prog.function}() returned: "
-                           f"{type(e).__name__}: {str(e)[:300]}") from None
-    _LOADED[key] = (module, inputs)
-    return module, inputs
-
-
-def _what(v: Any) -> str:
-    if isinstance(v, (tuple, list)):
-        return f"a {type(v).__name__} of {len(v)} ({', '.join(type(x).__name__ for x in v[:4])})"
-    return f"a {type(v).__name__}"
-
-
-def program_instance(spec: str, *, seed: int = 0, source: str = "model") -> Instance:
-    """The model of ``FILE.py:FUNCTION`` as one instance, its failures localised (ProgramError for bad input)."""
-    from dlci.sources._common import Unencodable, to_numpy
-    file, func = spec.rsplit(":", 1) if ":" in spec else (spec, "")
-    spec = f"{os.path.abspath(file)}:{func}"
-    module, inputs = load(spec)
-    arrays: dict[str, np.ndarray] = {}
-    try:
-        for i, t in enumerate(inputs):
-            arrays[f"in:{i}"] = to_numpy(t, detach=True)
-        for name, t in module.state_dict().items():
-            arrays[f"state:{name}"] = to_numpy(t, detach=True)
-    except Unencodable as e:
-        raise ProgramError(f"{spec}: an input or weight dlci cannot hold ({e.reason}: {e})") from None
-    stem = os.path.splitext(os.path.basename(file))[0] or "model"
-    import torch
-    return Instance(op=f"model::{stem}.{func}", framework="torch",
-                    call={"kind": KIND, "program": spec, "localise": True},
-                    inputs=[TensorSpec.of(arrays[f"in:{i}"]) for i in range(len(inputs))], params={},
-                    origin=Origin(source, spec, f"torch {torch.__version__}"), seed=seed, arrays=arrays)
-
-
-def program_module(inst: Instance):
-    """The instance's module: the program's, with the instance's weights, in eval mode; with ``call["expose"]``
-    (node names) those values are extra outputs after the module's own, with ``call["substitute"]`` those nodes'
-    values are trailing inputs instead (the traced graph, rewired)."""
-    import torch
-    module, _ = load(inst.call["program"])
-    module = copy.deepcopy(module)
-    state = {k.split(":", 1)[1]: torch.from_numpy(np.array(v, copy=True))
-             for k, v in inst.arrays.items() if k.startswith("state:")}
-    if state:
-        module.load_state_dict(state, strict=True)
-    module.eval()
-    expose, substitute = inst.call.get("expose") or [], inst.call.get("substitute") or []
-    return rewired(trace(module), expose, substitute) if expose or substitute else module
-
-
-def trace(module):
-    """``torch.fx.symbolic_trace`` of the module (standard ``torch.nn`` modules stay one node each)."""
-    import torch.fx
-    try:
-        return torch.fx.symbolic_trace(module)
-    except Exception as e:  # noqa: BLE001 - control flow on values, unsupported Python
-        raise ProgramError(f"torch.fx cannot trace the module ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
-                           ) from None
-
-
-def rewired(gm, expose: list[str], substitute: list[str]):
-    """A copy of the traced module: ``substitute`` nodes read from new trailing inputs (in that order), ``expose``
-    nodes' values returned after the module's own outputs."""
-    gm = copy.deepcopy(gm)
-    g = gm.graph
-    nodes = {n.name: n for n in g.nodes}
-    last = [n for n in g.nodes if n.op == "placeholder"][-1]
-    for name in substitute:
-        with g.inserting_after(last):
-            ph = g.placeholder(f"dlci_fed_{name}")
-        nodes[name].replace_all_uses_with(ph)
-        last = ph
-    if expose:
-        out = next(n for n in g.nodes if n.op == "output")
-        out.args = ((out.args[0], *[nodes[n] for n in expose]),)
-    g.eliminate_dead_code()
-    g.lint()
-    gm.recompile()
-    return gm
 
 
 def operators(inst: Instance) -> int:
@@ -180,7 +44,7 @@ def operators(inst: Instance) -> int:
 # -- the view localisation works on --------------------------------------------------------------------------------
 
 class FxView:
-    """The traced program of a ``torch_program`` instance, as dlci.oracles.localise reads a graph."""
+    """The traced program of a ``torch_program`` instance, as dlci.localise reads a graph."""
 
     def __init__(self, inst: Instance):
         import torch
@@ -330,7 +194,6 @@ class FxView:
     def fixed(self, k: int) -> Instance | None:
         """The program with node k's value fed from the float32 reference (a trailing input): what the output is
         once this operator is made right."""
-        from dlci.sources._common import Unencodable, to_numpy
         v = self.values().get(self.nodes[k].name)
         if not isinstance(v, self.torch.Tensor) or self.nodes[k].name in self.output_nodes():
             return None
@@ -353,7 +216,6 @@ class FxView:
         return inst if inst is not None and self._same_as_node(inst, k) else None
 
     def _alone(self, k: int) -> Instance | None:
-        from dlci.sources._common import to_numpy
         import torch.fx
         node, vals = self.nodes[k], self.values()
         tensors: list[np.ndarray] = []
@@ -406,7 +268,7 @@ class FxView:
 
     def _same_as_node(self, inst: Instance, k: int) -> bool:
         """The single-operator instance recomputes the node's value exactly (else it is not that node alone)."""
-        from dlci.instance.recipe import torch_call
+        from dlci.models.rebuild import torch_call
         from dlci.models import seed_all
         from dlci.models.convert import flatten_outputs
         module, tensors = torch_call(inst)
@@ -418,7 +280,7 @@ class FxView:
             a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
             for a, b in zip(got, want))
 
-    # the conditioning check (dlci.oracles.localise): the float64 module with inputs and weights jittered
+    # the conditioning check (dlci.localise): the float64 module with inputs and weights jittered
     def perturbed(self, i: int, members: int, rel: float, rng) -> list[np.ndarray]:
         from dlci.models.convert import flatten_outputs, np_to_torch
         torch = self.torch

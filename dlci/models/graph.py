@@ -7,8 +7,8 @@ ONNX publishes a schema for every one of them (``onnx.defs``: arity, type constr
 what validation and generation read; the graph is materialised in the forms targets consume:
 
 - :meth:`Graph.to_onnx` — a ``ModelProto`` (ONNX Runtime, ``tvm.from_onnx``, ``openvino.onnx``);
-- :meth:`Graph.to_torch` — an ``nn.Module`` whose ``forward`` calls one torch function per node (the torch targets:
-  export, FX, torch.compile, torch.onnx, OpenVINO's pytorch frontend), see :mod:`dlci.models.graph_torch`.
+- its torch form, :mod:`dlci.models.graph_torch` — an ``nn.Module`` whose ``forward`` calls one torch function per
+  node (the torch targets: export, FX, torch.compile, torch.onnx, OpenVINO's pytorch frontend).
 
 Before any target sees a graph, :meth:`Graph.check` holds it to the frameworks' own inference: the ONNX checker and
 strict shape inference (every value's shape and type must be inferable), and, for the torch form, a run on meta
@@ -342,12 +342,6 @@ class Graph:
                               "" if n.domain in ("", "ai.onnx") else n.domain, n.name))
         return cls(inputs, nodes, [o.name for o in g.output], constants, opset, g.name or "graph")
 
-    def to_torch(self):
-        """An ``nn.Module`` computing the graph (one torch call per node); raises GraphError for an operator or
-        attribute the torch form does not express."""
-        from dlci.models.graph_torch import build_module
-        return build_module(self)
-
     # -- Audee's needs: same structure, other observations / values ------------------------------------------
     def with_outputs(self, names: Sequence[str]) -> "Graph":
         """The same graph exposing ``names`` (intermediate values) as outputs too, after its own."""
@@ -421,6 +415,15 @@ class Graph:
         return Graph(list(self.inputs), copy.deepcopy(self.nodes), list(self.outputs), dict(self.constants),
                      self.opset, self.name)
 
+    def check_inputs(self, inputs: Sequence[np.ndarray]) -> None:
+        """GraphError unless ``inputs`` are one array per graph input, each of its shape and dtype."""
+        if len(inputs) != len(self.inputs):
+            raise GraphError(f"{len(inputs)} input arrays for {len(self.inputs)} graph inputs")
+        for v, a in zip(self.inputs, inputs):
+            if tuple(np.shape(a)) != tuple(v.shape) or np.asarray(a).dtype.name != v.dtype:
+                raise GraphError(f"input {v.name!r}: {np.asarray(a).dtype}{list(np.shape(a))} given for "
+                                 f"{v.dtype}{list(v.shape)}")
+
     # -- evaluating ------------------------------------------------------------------------------------------
     def evaluate(self, inputs: Sequence[np.ndarray], *, float64: bool = False,
                  intermediate: bool = False) -> dict[str, np.ndarray] | list[np.ndarray]:
@@ -430,7 +433,7 @@ class Graph:
         model = self.to_onnx()
         arrays = list(inputs)
         if float64:
-            from dlci.models import widen_to_float64
+            from dlci.models.onnx_io import widen_to_float64
             wide = widen_to_float64(model)
             if wide is None:
                 raise GraphError("the graph has nothing to widen to float64")
@@ -448,38 +451,18 @@ class Graph:
 # -- instances ------------------------------------------------------------------------------------------------
 
 def graph_instance(graph: Graph, inputs: Sequence[np.ndarray], *, op: str = "", source: str = "graph",
-                   test: str = "", seed: int = 0, framework: str = "onnx", localise: bool = True):
-    """The graph as a test instance: ``onnx`` (an ``onnx_model`` recipe, every ONNX target and the whole ONNX
-    pipeline: packing, graph reduction, reproducers) or ``torch`` (a ``torch_graph`` recipe: the graph's spec, its
-    constants as ``const:<name>`` arrays, built into an nn.Module by dlci.models.graph_torch). ``localise``: a
-    failure is localised to the operator that causes it (dlci.oracles.localise) before it is counted."""
-    from dlci.instance import Instance, Origin, TensorSpec
-    from dlci.reduce.graph import instance_from_model
-    if len(inputs) != len(graph.inputs):
-        raise GraphError(f"{len(inputs)} input arrays for {len(graph.inputs)} graph inputs")
-    for v, a in zip(graph.inputs, inputs):
-        if tuple(np.shape(a)) != tuple(v.shape) or np.asarray(a).dtype.name != v.dtype:
-            raise GraphError(f"input {v.name!r}: {np.asarray(a).dtype}{list(np.shape(a))} given for "
-                             f"{v.dtype}{list(v.shape)}")
-    op = op or f"graph::{graph.name}"
-    if framework == "onnx":
-        inst = instance_from_model(graph.to_onnx(), list(inputs), op=op, source=source, test=test, seed=seed)
-        if localise:
-            inst.call["localise"] = True
-            inst.id = inst.compute_id()
-        return inst
-    if framework != "torch":
-        raise GraphError(f"a graph is materialised as onnx or torch, not {framework!r}")
-    from dlci.models.graph_torch import check_torch
-    check_torch(graph)  # GraphError when the torch form cannot express the graph, or disagrees on a shape
-    arrays = {f"in:{i}": np.require(a, requirements="C") for i, a in enumerate(inputs)}
-    arrays.update(graph.arrays())
-    import torch
-    return Instance(op=op, framework="torch",
-                    call={"kind": "torch_graph", "graph": graph.to_spec(), "localise": bool(localise)},
-                    inputs=[TensorSpec.of(arrays[f"in:{i}"]) for i in range(len(inputs))],
-                    params={"operators": len(graph.nodes)},
-                    origin=Origin(source, test or graph.name, f"torch {torch.__version__}"), seed=seed, arrays=arrays)
+                   test: str = "", seed: int = 0, localise: bool = True):
+    """The graph as an ``onnx_model`` test instance: every ONNX target and the whole ONNX pipeline (packing, graph
+    reduction, reproducers); its torch form is dlci.models.graph_torch's ``torch_graph_instance``. ``localise``: a
+    failure is localised to the operator that causes it (dlci.localise) before it is counted."""
+    from dlci.models.onnx_io import instance_from_model
+    graph.check_inputs(inputs)
+    inst = instance_from_model(graph.to_onnx(), list(inputs), op=op or f"graph::{graph.name}", source=source,
+                               test=test, seed=seed)
+    if localise:
+        inst.call["localise"] = True
+        inst.id = inst.compute_id()
+    return inst
 
 
 def graph_of(inst) -> Graph | None:
@@ -489,9 +472,9 @@ def graph_of(inst) -> Graph | None:
     if kind == "torch_graph":
         return Graph.from_spec(inst.call["graph"], {k: v for k, v in inst.arrays.items() if k.startswith("const:")})
     if kind == "onnx_model" and "model" in inst.arrays:
-        import dlci.reduce.edit as E
+        from dlci.models.onnx_io import load_onnx
         try:
-            return Graph.from_onnx(E.load_onnx(inst.arrays))
+            return Graph.from_onnx(load_onnx(inst.arrays))
         except GraphError:
             return None
     return None

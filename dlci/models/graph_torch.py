@@ -11,7 +11,7 @@ form, and torch targets do not get it.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -481,3 +481,21 @@ def build_module(graph: Graph):
     module = ns["Graph"]({k: v.copy() for k, v in arrays.items()}).eval()
     module.dlci_source = src
     return module
+
+
+def torch_graph_instance(graph: Graph, inputs: Sequence[np.ndarray], *, op: str = "", source: str = "graph",
+                         test: str = "", seed: int = 0, localise: bool = True):
+    """The graph as a ``torch_graph`` test instance (the torch targets): the graph's spec, its constants as
+    ``const:<name>`` arrays, built into an nn.Module by :func:`build_module`. GraphError when the torch form cannot
+    express the graph, or disagrees with ONNX on a shape. ``localise``: as dlci.models.graph.graph_instance."""
+    from dlci.instance import Instance, Origin, TensorSpec
+    graph.check_inputs(inputs)
+    check_torch(graph)
+    arrays = {f"in:{i}": np.require(a, requirements="C") for i, a in enumerate(inputs)}
+    arrays.update(graph.arrays())
+    import torch
+    return Instance(op=op or f"graph::{graph.name}", framework="torch",
+                    call={"kind": "torch_graph", "graph": graph.to_spec(), "localise": bool(localise)},
+                    inputs=[TensorSpec.of(arrays[f"in:{i}"]) for i in range(len(inputs))],
+                    params={"operators": len(graph.nodes)},
+                    origin=Origin(source, test or graph.name, f"torch {torch.__version__}"), seed=seed, arrays=arrays)

@@ -448,7 +448,7 @@ def _pack_torch_onnx(instances: list[Instance], modules: list, n_out: list[int])
     """The packed module exported once with torch.onnx (the exporter every torch instance meets on its way to an
     ONNX target); the member outputs' count and the inputs must survive the export."""
     from dlci.models import export_onnx, store
-    from dlci.targets._common import chain
+    from dlci.errors import chain
     args, n_in = _torch_args(instances)
     members = [(i.compute_id(), i.seed) for i in instances]
     cut = _cut_from_last_export(members, n_in, n_out)

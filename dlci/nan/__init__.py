@@ -10,7 +10,7 @@ toward its invalid values.
 """
 from __future__ import annotations
 
-from dlci.nan.core import Program, ProgramError, load_program
+from dlci.models.program import Program, ProgramError, load_program
 from dlci.nan.search import SearchResult, search
 
 

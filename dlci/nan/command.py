@@ -133,7 +133,7 @@ def _write(out: Path, report: Report) -> None:
 
 def main(args) -> int:
     from dlci.nan import repro
-    from dlci.nan.core import ProgramError, load_program
+    from dlci.models.program import ProgramError, load_program
     from dlci.nan.search import search
 
     out = Path(_opt(args, "out", "dlci-out"))

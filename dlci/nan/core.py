@@ -1,94 +1,22 @@
-"""Shared pieces of the NaN/Inf search: programs, external values, run configurations and records."""
+"""Shared pieces of the NaN/Inf search: external values, run configurations and records (the programs themselves:
+dlci.models.program)."""
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import inspect
 import linecache
 import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
 
 import numpy as np
 
+from dlci.models.program import Program
 from dlci.nan.standalone import user_frame
 
 NORMAL_SIGMAS = 100.0  # normal draws stay within this many standard deviations of their mean
 # Weights are trained: a search may move an initial weight past its initializer's support, up to this many times
 # the initializer's bound (what training could reach), while data draws stay inside their generator's support.
 WEIGHT_RANGE = 10.0
-
-
-class ProgramError(Exception):
-    """A program spec that cannot be used: bad FILE:FUNCTION, missing file or function, import failure, or a
-    program that raises on its own before any search."""
-
-
-@dataclass
-class Program:
-    spec: str
-    path: Path  # resolved absolute path of the user's file
-    function: str
-    module: Any
-    fn: Callable[[], Any]
-
-    @property
-    def file(self) -> str:
-        return str(self.path)
-
-    def framework(self) -> str:
-        """torch | tensorflow, from what the program's module imported (its globals)."""
-        seen = set()
-        for value in vars(self.module).values():
-            mod = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", None)
-            if isinstance(mod, str):
-                seen.add(mod.split(".", 1)[0])
-        if seen & {"tensorflow", "keras", "tf_keras"}:
-            return "tensorflow"
-        if "torch" in seen:
-            return "torch"
-        raise ProgramError(f"{self.spec}: cannot tell its framework (the file imports neither torch nor "
-                           "tensorflow/keras)")
-
-
-def load_program(spec: str) -> Program:
-    """Import ``FILE:FUNCTION`` (FUNCTION takes no arguments). :class:`ProgramError` with a clear message."""
-    if not isinstance(spec, str) or ":" not in spec:
-        raise ProgramError(f"bad program spec {spec!r}: expected FILE:FUNCTION (e.g. train.py:step)")
-    file, func = spec.rsplit(":", 1)
-    if not file or not func.isidentifier():
-        raise ProgramError(f"bad program spec {spec!r}: expected FILE:FUNCTION with FUNCTION a Python name")
-    path = Path(file).expanduser()
-    if not path.is_file():
-        raise ProgramError(f"{spec}: no such file {file}")
-    path = path.resolve()
-    name = "dlci_nan_program_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
-    mspec = importlib.util.spec_from_file_location(name, path)
-    if mspec is None or mspec.loader is None:
-        raise ProgramError(f"{spec}: {file} is not a Python file")
-    module = importlib.util.module_from_spec(mspec)
-    sys.modules[name] = module
-    linecache.checkcache(str(path))
-    try:
-        mspec.loader.exec_module(module)
-    except BaseException as e:  # noqa: BLE001 - SystemExit at import time is as bad a program as any error
-        sys.modules.pop(name, None)
-        raise ProgramError(f"{spec}: importing {file} failed: {type(e).__name__}: {e}") from None
-    fn = getattr(module, func, None)
-    if fn is None or not callable(fn):
-        raise ProgramError(f"{spec}: {file} has no function {func!r}")
-    try:
-        sig = inspect.signature(fn)
-        required = [p for p in sig.parameters.values()
-                    if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    except (TypeError, ValueError):
-        required = []
-    if required:
-        names = ", ".join(p.name for p in required)
-        raise ProgramError(f"{spec}: {func}() must take no arguments (it requires {names})")
-    return Program(spec=spec, path=path, function=func, module=module, fn=fn)
 
 
 @dataclass

@@ -103,7 +103,7 @@ def _edge_targets(entry: dict, dtype, x: np.ndarray, others: list) -> list[tuple
 
 
 def _variants(inst: Instance, entry: dict, name: str, pos: list, slot: int, budget_end: float, rng,
-              source: str) -> list[Instance]:
+              source: str, tf_outputs=None) -> list[Instance]:
     arrays = inst.input_arrays()
     x0 = arrays[slot]
     if x0.dtype.kind != "f" or x0.size == 0 or x0.dtype not in (np.float32, np.float64, np.float16):
@@ -124,7 +124,7 @@ def _variants(inst: Instance, entry: dict, name: str, pos: list, slot: int, budg
                             origin=Origin(source, f"{inst.origin.test} edge:{entry['name']}:{label}:{mode}",
                                           inst.origin.library),
                             seed=inst.seed, arrays={f"in:{j}": a for j, a in enumerate(new_arrays)})
-            expected = _tf_outputs(cand) if framework == "tf" else ([] if _valid(cand) else None)
+            expected = _tf_outputs(cand, tf_outputs) if framework == "tf" else ([] if _valid(cand) else None)
             if expected is not None:
                 cand.arrays.update({f"expected:{j}": e for j, e in enumerate(expected)})
                 out.append(cand)
@@ -195,7 +195,8 @@ def _drive(inst, entry, name, pos, slot, arrays, target, mode, rng, framework="t
 def _valid(inst: Instance) -> bool:
     """Standalone, deterministic, and every output finite (the edge is still inside the domain)."""
     import torch
-    from dlci.instance.recipe import check_torch_instance, tensor_leaves, torch_call
+    from dlci.instance.recipe import tensor_leaves
+    from dlci.models.rebuild import check_torch_instance, torch_call
     if check_torch_instance(inst) is not None:
         return False
     module, xs = torch_call(inst)
@@ -204,18 +205,21 @@ def _valid(inst: Instance) -> bool:
     return all(not t.is_floating_point() or bool(torch.isfinite(t).all()) for t in leaves)
 
 
-def _tf_outputs(inst: Instance) -> list[np.ndarray] | None:
-    """The raw op's outputs, run eagerly twice as tf_ops validates; None unless deterministic and all finite."""
-    from dlci.sources.tf_ops import instance_outputs
+def _tf_outputs(inst: Instance, instance_outputs) -> list[np.ndarray] | None:
+    """The raw op's outputs, run eagerly twice as tf_ops validates (``instance_outputs``); None unless deterministic
+    and all finite."""
     outs = instance_outputs(inst)
     if outs is None or not all(a.dtype.kind not in "fc" or bool(np.isfinite(a).all()) for a in outs):
         return None
     return outs
 
 
-def boundary_instances(instances, *, budget: float, seed: int = 0, source: str = "nan_search") -> list[Instance]:
+def boundary_instances(instances, *, budget: float, seed: int = 0, source: str = "nan_search",
+                       tf_outputs=None) -> list[Instance]:
     """New instances (origin source ``source``) of the given ``torch_fn`` / ``tf_fn`` instances whose operator is
-    in the table, with operand elements moved to the edge of the operator's domain. ``budget``: seconds in all."""
+    in the table, with operand elements moved to the edge of the operator's domain. ``budget``: seconds in all.
+    ``tf_outputs(instance)``: a ``tf_fn`` instance's outputs as its source validates them, or None
+    (dlci.sources.tf_ops.instance_outputs); without it, ``tf_fn`` instances are left alone."""
     end = time.monotonic() + float(budget)
     rng = np.random.default_rng(seed)
     out: list[Instance] = []
@@ -227,7 +231,7 @@ def boundary_instances(instances, *, budget: float, seed: int = 0, source: str =
         if kind == "torch_fn" and inst.framework == "torch":
             hit = _entry_for(fn)
             name = fn
-        elif kind == "tf_fn":
+        elif kind == "tf_fn" and tf_outputs is not None:
             found = _tf_entry_for(fn)
             name, hit = found if found is not None else (fn, None)
         else:
@@ -238,7 +242,7 @@ def boundary_instances(instances, *, budget: float, seed: int = 0, source: str =
         slot = _operand_slot(inst.call, pos)
         if slot is None:
             continue
-        for cand in _variants(inst, entry, name, pos, slot, end, rng, source):
+        for cand in _variants(inst, entry, name, pos, slot, end, rng, source, tf_outputs):
             if cand.id not in seen:
                 seen.add(cand.id)
                 out.append(cand)

@@ -42,7 +42,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import dlci.nan.table as T
-from dlci.nan.core import Event, Program, ProgramError, RunConfig, RunRecord, load_program
+from dlci.models.program import Program, ProgramError, load_program
+from dlci.nan.core import Event, RunConfig, RunRecord
 
 
 @dataclass

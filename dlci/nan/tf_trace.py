@@ -23,7 +23,8 @@ import time
 import numpy as np
 
 import dlci.nan.table as T
-from dlci.nan.core import (NORMAL_SIGMAS, Event, External, Program, RunConfig, RunRecord, RunState, Stop,
+from dlci.models.program import Program
+from dlci.nan.core import (NORMAL_SIGMAS, Event, External, RunConfig, RunRecord, RunState, Stop,
                            inside_optimizer)
 from dlci.nan.standalone import (TF_MODULES, install_seeding, reset_keras_seed, tf_aliases, tf_finite, tf_floating,
                                  tf_is_eager_tensor, tf_locations, tf_probe_slots, tf_probed_call)

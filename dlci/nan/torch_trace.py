@@ -22,7 +22,8 @@ import time
 import numpy as np
 
 import dlci.nan.table as T
-from dlci.nan.core import (NORMAL_SIGMAS, Event, External, Program, RunConfig, RunRecord, RunState, Stop,
+from dlci.models.program import Program
+from dlci.nan.core import (NORMAL_SIGMAS, Event, External, RunConfig, RunRecord, RunState, Stop,
                            inside_optimizer)
 from dlci.nan.standalone import (install_seeding, is_numpy_data, torch_backward_probe, torch_finite_inputs,
                                  torch_name_of, torch_public_names, torch_tensors)

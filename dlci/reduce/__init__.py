@@ -45,6 +45,7 @@ import numpy as np
 
 from dlci import findings as F
 from dlci.instance import Instance
+from dlci.instance.recipe import has_tensor
 from dlci.outcome import INVALID, Outcome
 import dlci.reduce.edit as E
 import dlci.reduce.graph as G
@@ -419,7 +420,7 @@ def _torch_params(s: _Search, kind: str) -> None:
     args_key, kwargs_key, first = "args", "kwargs", (1 if kind == "torch_fn" else 0)
     args = s.current.call.get(args_key, [])
     info = None
-    if len(args) > first and any(not E.has_tensor(a) for a in args[first:]):
+    if len(args) > first and any(not has_tensor(a) for a in args[first:]):
         answer = s.introspect({kind: [path]}, ("torch",))
         info = (answer or {}).get(kind, {}).get(path)
     if info:
@@ -440,12 +441,12 @@ def _torch_params(s: _Search, kind: str) -> None:
     defaults = {p["name"]: p["has_default"] for p in info} if info else {}
     call = s.current.call
     was = dict(call.get(kwargs_key, {}))
-    names = [k for k, v in was.items() if not E.has_tensor(v) and defaults.get(k, True)]
+    names = [k for k, v in was.items() if not has_tensor(v) and defaults.get(k, True)]
     s.localize("param", names, lambda n: s.build(E.drop_kwarg, kwargs_key, n),
                lambda n: f"{n} reset to its default (was {_value_text(was[n])})", s.matter, s.required)
     if kind == "torch_module":
         fwas = dict(s.current.call.get("forward_kwargs", {}))
-        fnames = [k for k, v in fwas.items() if not E.has_tensor(v)]
+        fnames = [k for k, v in fwas.items() if not has_tensor(v)]
         s.localize("param", [f"forward.{k}" for k in fnames],
                    lambda n: s.build(E.drop_kwarg, "forward_kwargs", n.split(".", 1)[1]),
                    lambda n: f"{n} reset to its default (was {_value_text(fwas[n.split('.', 1)[1]])})",
@@ -454,7 +455,7 @@ def _torch_params(s: _Search, kind: str) -> None:
     while s.can_run():
         args = s.current.call.get(args_key, [])
         idx = len(args) - 1
-        if idx < first or E.has_tensor(args[idx]):
+        if idx < first or has_tensor(args[idx]):
             break
         if info and (idx >= len(info) or not info[idx]["has_default"]):
             break
@@ -558,7 +559,7 @@ def parameters_that_matter(instance: Instance, target: str, signature: str, *, r
     """Audee's parameter localisation: each parameter of a failing single-operator instance reset to its default
     on its own, every other parameter as the instance has it (the parameters pass, with no reset kept); {"matter":
     those whose reset gives a valid test without this failure, "required": those whose reset makes the call invalid,
-    "irrelevant": those whose reset still fails the same way}. dlci.oracles.localise runs it in the worker on a
+    "irrelevant": those whose reset still fails the same way}. dlci.localise runs it in the worker on a
     graph's culprit, fed from the reference."""
     s = _Search(instance, target, signature, run, modules, budget, time.monotonic())
     s.verdict[instance.id] = True

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 
 from dlci.instance import Instance, Origin, TensorSpec
+from dlci.instance.recipe import has_tensor
+from dlci.models.onnx_io import feed_names, load_onnx, main_node, store_onnx
 
 WEIGHT_PREFIXES = ("state:", "weight:")
 
@@ -47,14 +49,6 @@ def metrics(inst: Instance) -> dict:
 
 
 # -- recipe helpers ----------------------------------------------------------------------------------------
-
-def has_tensor(v: Any) -> bool:
-    if isinstance(v, dict):
-        return "$t" in v or any(has_tensor(x) for x in v.values())
-    if isinstance(v, list):
-        return any(has_tensor(x) for x in v)
-    return False
-
 
 def tensor_refs(v: Any) -> list[int]:
     if isinstance(v, dict):
@@ -101,7 +95,6 @@ def params_for(inst_framework: str, call: dict, arrays: dict) -> dict:
     if kind == "keras_layer":
         return _keras_params(call.get("config", {}))
     if kind == "tf_fn":
-        from dlci.instance.recipe import has_tensor
         return {k: v for k, v in call.get("kwargs", {}).items() if not has_tensor(v)}
     if kind == "torch_graph":
         return {"operators": len(call.get("graph", {}).get("nodes", []))}
@@ -114,33 +107,6 @@ def params_for(inst_framework: str, call: dict, arrays: dict) -> dict:
 
 
 # -- ONNX -------------------------------------------------------------------------------------------------
-
-def load_onnx(arrays: dict):
-    import onnx
-    return onnx.load_model_from_string(np.asarray(arrays["model"]).tobytes())
-
-
-def store_onnx(model) -> np.ndarray:
-    return np.frombuffer(model.SerializeToString(), dtype=np.uint8).copy()
-
-
-def main_node(model, op: str | None):
-    """The node an onnx instance is about: the only node, else the first whose type the operator names."""
-    nodes = list(model.graph.node)
-    if len(nodes) == 1:
-        return nodes[0]
-    if op:
-        want = op.split("::", 1)[-1]
-        for n in nodes:
-            if n.op_type == want:
-                return n
-    return nodes[-1] if nodes else None
-
-
-def feed_names(model) -> list[str]:
-    inits = {i.name for i in model.graph.initializer}
-    return [i.name for i in model.graph.input if i.name not in inits]
-
 
 def _sync_onnx(arrays: dict, model=None) -> dict:
     """Graph input shapes from the input arrays, output shapes re-inferred, the stale expected outputs dropped."""

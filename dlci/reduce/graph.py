@@ -36,11 +36,12 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from dlci.instance import Instance, Origin, TensorSpec
+from dlci.instance import Instance
 import dlci.reduce.edit as E
+from dlci.models.onnx_io import feed_names, load_onnx, store_onnx
 from dlci.findings import LOCALISED_IN_GRAPH
 
-__all__ = ["operators", "is_multi_operator", "graph_pass", "cut_model", "instance_from_model", "PASS_THROUGH"]
+__all__ = ["operators", "is_multi_operator", "graph_pass", "cut_model", "PASS_THROUGH"]
 
 PASS_THROUGH = frozenset({"Identity", "Cast", "CastLike", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Dropout",
                           "Expand"})
@@ -58,44 +59,13 @@ def operators(inst: Instance) -> int:
     if inst.call.get("kind") != "onnx_model" or "model" not in inst.arrays:
         return 1
     try:
-        return len(E.load_onnx(inst.arrays).graph.node)
+        return len(load_onnx(inst.arrays).graph.node)
     except Exception:  # noqa: BLE001 - an unreadable model is measured as one operator
         return 1
 
 
 def is_multi_operator(inst: Instance) -> bool:
     return operators(inst) > 1
-
-
-# -- building instances from models ------------------------------------------------------------------------
-
-def instance_from_model(model, inputs: list[np.ndarray], *, op: str | None = None, source: str = "graph",
-                        test: str = "", seed: int = 0) -> Instance:
-    """An ``onnx_model`` instance of a whole model (one array per fed graph input, in order). ``op`` names the
-    operator the instance is about (default: the last node's). The IR version is lowered to what the opsets need,
-    as runtimes released before this onnx refuse newer ones."""
-    import onnx
-    from dlci.instance.recipe import attribute_value, op_id
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    try:
-        m.ir_version = min(m.ir_version, onnx.helper.find_min_ir_version_for(list(m.opset_import)))
-    except Exception:  # noqa: BLE001
-        pass
-    names = E.feed_names(m)
-    if len(names) != len(inputs):
-        raise ValueError(f"model has {len(names)} inputs, {len(inputs)} arrays given")
-    arrays = {f"in:{i}": np.require(a, requirements="C") for i, a in enumerate(inputs)}
-    arrays["model"] = E.store_onnx(m)
-    node = E.main_node(m, op)
-    op = op or (op_id(node) if node is not None else "onnx::Graph")
-    opset = {o.domain or "ai.onnx": o.version for o in m.opset_import}
-    last = m.graph.node[-1] if len(m.graph.node) else None
-    return Instance(op=op, framework="onnx", call={"kind": "onnx_model", "opset": opset},
-                    inputs=[TensorSpec.of(arrays[f"in:{i}"]) for i in range(len(inputs))],
-                    params={a.name: attribute_value(a) for a in last.attribute} if last is not None else {},
-                    origin=Origin(source, test or m.graph.name or "graph", f"onnx {onnx.__version__}"),
-                    seed=seed, arrays=arrays)
 
 
 # -- the graph the pass starts from ------------------------------------------------------------------------
@@ -130,13 +100,13 @@ class _Base:
     def __init__(self, inst: Instance):
         import onnx
         self.inst = inst
-        self.model = E.load_onnx(inst.arrays)
+        self.model = load_onnx(inst.arrays)
         g = self.model.graph
         self.nodes = list(g.node)
         self.implicit = [sorted(_implicit(n) - set(n.input)) for n in self.nodes]  # outer values subgraphs read
         self.reads = [[x for x in n.input if x] + imp for n, imp in zip(self.nodes, self.implicit)]
         self.producer = {x: k for k, n in enumerate(self.nodes) for x in n.output if x}
-        self.feeds = E.feed_names(self.model)
+        self.feeds = feed_names(self.model)
         self.inits = {t.name: t for t in g.initializer}
         self.input_vi = {vi.name: vi for vi in g.input}
         self.outputs = [o.name for o in g.output]
@@ -369,10 +339,10 @@ class _Cutter:
                 cand = E.derive(self.s.original, self.base.inst, arrays=arrays, onnx_model=model)
                 # types first (a bypass may hand an operator a type it does not take), before anything
                 # evaluates the candidate; then the whole check on the model as it will run
-                why = valid(E.load_onnx(cand.arrays), [c for c in self.base.checks if c != "checker"])
+                why = valid(load_onnx(cand.arrays), [c for c in self.base.checks if c != "checker"])
                 if why is None:
                     cand = _shaped_outputs(self.s.original, cand, self.base, bool(rename))
-                    why = valid(E.load_onnx(cand.arrays), self.base.checks)
+                    why = valid(load_onnx(cand.arrays), self.base.checks)
                 if why is not None:
                     self.rejected += 1
                     self.s.note(f"graph: a cut failed the ONNX checks and was not run ({why[:120]})")
@@ -414,12 +384,13 @@ class _Cutter:
 
 def _torch_twin(cand: Instance, original: Instance) -> Instance | None:
     """The torch graph of a cut (made in the ONNX form of a torch graph); None when torch cannot express it."""
-    from dlci.models.graph import Graph, GraphError, graph_instance
+    from dlci.models.graph import Graph, GraphError
+    from dlci.models.graph_torch import torch_graph_instance
     try:
-        g = Graph.from_onnx(E.load_onnx(cand.arrays))
-        twin = graph_instance(g, cand.input_arrays(), op=original.op, source=original.origin.source,
-                              test=cand.origin.test, seed=original.seed, framework="torch",
-                              localise=bool(original.call.get("localise")))
+        g = Graph.from_onnx(load_onnx(cand.arrays))
+        twin = torch_graph_instance(g, cand.input_arrays(), op=original.op, source=original.origin.source,
+                                    test=cand.origin.test, seed=original.seed,
+                                    localise=bool(original.call.get("localise")))
     except GraphError:
         return None
     twin.id = f"{original.id}-r{hashlib.sha1(twin.compute_id().encode()).hexdigest()[:8]}"
@@ -430,14 +401,14 @@ def _shaped_outputs(original: Instance, cand: Instance, base: _Base, changed: bo
     """Graph outputs whose shape inference cannot tell (``MaxUnpool`` with a runtime output shape) get the shape
     they have on the candidate's inputs: the checker requires one. Without a bypass every value is the base's
     own; after one, the candidate is evaluated."""
-    m = E.load_onnx(cand.arrays)
+    m = load_onnx(cand.arrays)
     missing = [o for o in m.graph.output
                if o.type.HasField("tensor_type") and not o.type.tensor_type.HasField("shape")]
     if not missing:
         return cand
     if changed:
         from onnx.reference import ReferenceEvaluator
-        got = ReferenceEvaluator(m).run(None, dict(zip(E.feed_names(m), cand.input_arrays())))
+        got = ReferenceEvaluator(m).run(None, dict(zip(feed_names(m), cand.input_arrays())))
         values = {o.name: v for o, v in zip(m.graph.output, got)}
     else:
         values = base.values()
@@ -448,7 +419,7 @@ def _shaped_outputs(original: Instance, cand: Instance, base: _Base, changed: bo
         shape = o.type.tensor_type.shape
         for d in v.shape:
             shape.dim.add().dim_value = int(d)
-    cand.arrays["model"] = E.store_onnx(m)
+    cand.arrays["model"] = store_onnx(m)
     # the content changed: a fresh id, derived as dlci.reduce.edit.derive derives it
     cand.id = f"{original.id}-r{hashlib.sha1(cand.compute_id().encode()).hexdigest()[:8]}"
     return cand
@@ -493,7 +464,7 @@ def graph_pass(s) -> None:
     parts = s.signature.split("|")
     anchors = base.anchors(inst.op) if len(parts) >= 3 and parts[2] == inst.op else set()
     if not anchors and len(parts) >= 3 and inst.call.get("localise"):
-        # a localised graph failure names the operator it belongs to (dlci.oracles.localise): keep one of those
+        # a localised graph failure names the operator it belongs to (dlci.localise): keep one of those
         anchors = base.anchors(parts[2].removesuffix(LOCALISED_IN_GRAPH))
     cut = _Cutter(s, base, anchors, torch)
     total = len(base.nodes)

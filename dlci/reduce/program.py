@@ -1,7 +1,7 @@
-"""The program pass: a user's whole torch model (a ``torch_program`` instance, dlci.models.fx) cut down to the
+"""The program pass: a user's whole torch model (a ``torch_program`` instance, dlci.models.program) cut down to the
 operator its failure is localised to.
 
-The signature of a localised failure names the culprit's operator (dlci.oracles.localise); each node of the
+The signature of a localised failure names the culprit's operator (dlci.localise); each node of the
 program's FX graph with that operator is tried **alone**, fed with the float32 reference's values, as the
 single-operator instance dlci.models.fx builds (a ``torch_fn`` or ``torch_module`` recipe, checked to compute what
 the node computed). The first that fails the same way replaces the program: from then on the ordinary passes shrink
@@ -15,7 +15,8 @@ from dlci.findings import LOCALISED_IN_GRAPH
 
 def program_pass(s) -> None:
     """The pass of :func:`dlci.reduce.reduce_instance` for torch programs (``s`` is its search state)."""
-    from dlci.models.fx import KIND, FxView
+    from dlci.models.fx import FxView
+    from dlci.models.program import KIND
     inst = s.current
     if inst.call.get("kind") != KIND:
         return

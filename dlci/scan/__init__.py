@@ -16,6 +16,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from dlci.campaign import Campaign, Clock, RunOptions, publish, stages
 from dlci.config import CONFIG_FILE, Config, ConfigError
@@ -32,6 +33,9 @@ class ScanRequest:
     options: RunOptions                # options.budget None: .dlci.yml's budget, else DEFAULT_BUDGET
     targets: list[str] | None = None   # explicit --targets (intersected with what the diff reaches)
     fuzz_share: float | None = None    # --fuzz-share: overrides .dlci.yml fuzz.share
+    # since when (.dlci.yml ``bisect``): dlci.bisect.attribution.in_scan, which the caller passes (bisect builds on
+    # scan); None: no bisection
+    bisect: Callable | None = None
 
 
 def scan(req: ScanRequest) -> Report:
@@ -188,7 +192,7 @@ def scan(req: ScanRequest) -> Report:
                                           until=clock.hard)
             if report.findings and not campaign.interrupted:
                 report.write(out)  # the scan's results are safe before bisection (its own budget) starts
-                bisected = _bisect(report.findings, repo, config, profiles_here, defaults, out, say)
+                bisected = _bisect(req.bisect, report.findings, repo, config, profiles_here, defaults, out, say)
                 if bisected:
                     pr["bisect"] = bisected
         except BaseException:
@@ -207,11 +211,14 @@ def scan(req: ScanRequest) -> Report:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _bisect(findings: list, repo, config: Config, profiles_here: list, defaults: tuple, out: Path, say) -> dict | None:
+def _bisect(in_scan: Callable | None, findings: list, repo, config: Config, profiles_here: list, defaults: tuple,
+            out: Path, say) -> dict | None:
     """Since when (.dlci.yml ``bisect``): the commit of the PR that introduced each new finding, the release that
-    introduced each one already on base. A bisection that cannot run is said; it never costs the scan its report."""
-    from dlci.bisect.attribution import in_scan
+    introduced each one already on base (``in_scan``: dlci.bisect.attribution.in_scan). A bisection that cannot run
+    is said; it never costs the scan its report."""
     from dlci.errors import InfrastructureError, UsageError
+    if in_scan is None:
+        return None
     try:
         return in_scan(findings, out, repo.path, repo.base, repo.head, config, profiles=profiles_here,
                        defaults=defaults, say=say)

@@ -7,18 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from dlci.instance import encode_value
-
-# numpy dtypes an instance may carry: they survive npz without pickling and every framework here reads them.
-STORABLE_KINDS = "biuf"
-
-
-class Unencodable(TypeError):
-    """A value that cannot become part of an instance; ``reason`` is the stats key it is counted under."""
-
-    def __init__(self, reason: str, detail: str = ""):
-        super().__init__(detail or reason)
-        self.reason = reason
+from dlci.instance import Unencodable, encode_value, to_numpy
 
 
 def dist_version(dist: str) -> str:
@@ -26,35 +15,6 @@ def dist_version(dist: str) -> str:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return "missing"
-
-
-def to_numpy(t: Any, detach: bool = False) -> np.ndarray:
-    """A torch tensor or numpy array as a plain numpy array, or :class:`Unencodable` with a reason.
-
-    ``detach``: accept tensors that require grad (an instrumented suite's activations), keeping only the data.
-    """
-    if isinstance(t, np.ndarray):
-        a = t
-    else:
-        import torch
-        if not isinstance(t, torch.Tensor):
-            raise Unencodable("unencodable-arg", f"not a tensor: {type(t).__name__}")
-        if t.layout != torch.strided or t.is_sparse:
-            raise Unencodable("sparse-tensor")
-        if t.is_quantized:
-            raise Unencodable("quantized-tensor")
-        if t.is_complex():
-            raise Unencodable("complex-tensor")
-        if t.requires_grad and not detach:
-            raise Unencodable("requires-grad")
-        if t.is_nested or type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter):
-            raise Unencodable("tensor-subclass", type(t).__name__)
-        if t.dtype in (torch.bfloat16,) or str(t.dtype).startswith("torch.float8"):
-            raise Unencodable(f"unsupported-dtype:{str(t.dtype).replace('torch.', '')}")
-        a = t.detach().cpu().resolve_conj().resolve_neg().numpy()
-    if a.dtype.kind not in STORABLE_KINDS:
-        raise Unencodable(f"unsupported-dtype:{a.dtype}")
-    return np.require(a, requirements="C").copy()
 
 
 class Slots:

@@ -42,10 +42,10 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from dlci.instance import Instance, Origin, TensorSpec, decode_value
+from dlci.instance import Instance, Origin, TensorSpec, decode_value, to_numpy
 from dlci.sources import Source, load_with_stats, register, stable_seed
 from dlci.instance.recipe import has_tensor, keras_params, params_of, resolve, try_resolve
-from dlci.sources._common import dist_version, harvest_in_workers, to_numpy
+from dlci.sources._common import dist_version, harvest_in_workers
 
 VALUE_KINDS = ("large", "tiny", "signed_zero", "subnormal", "edge", "huge", "complex", "nan", "inf")
 SHAPE_KINDS = ("empty", "rank0")
@@ -680,7 +680,7 @@ def validate(variant: Instance) -> str | None:
 
 def _module_state(call: dict, seed: int) -> dict[str, np.ndarray]:
     """The weights of a torch_module recipe with changed constructor arguments, built as module_db builds them."""
-    from dlci.instance.recipe import build_torch_module
+    from dlci.models.rebuild import build_torch_module
     from dlci.models import seed_torch
     seed_torch(seed)
     module = build_torch_module(call)

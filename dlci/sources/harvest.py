@@ -176,7 +176,7 @@ class Harvest(Source):
                 seed=rec["seed"], arrays=arrays)
             if inst.framework == "torch":
                 # the same proof as for OpInfo samples: rebuilds standalone, deterministic, inputs untouched
-                from dlci.instance.recipe import check_torch_instance
+                from dlci.models.rebuild import check_torch_instance
                 reason = check_torch_instance(inst)
                 if reason:
                     self.skip(reason)

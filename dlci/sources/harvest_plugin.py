@@ -129,7 +129,7 @@ def _spec(a: np.ndarray) -> dict:
 def _record_call(op: str, build, call_orig):
     """Run ``call_orig`` under the guard; ``build()`` (before the call: inputs may be mutated in place) returns
     ``(record, arrays, check_output)`` or raises Unencodable; ``check_output(out)`` returns a skip reason."""
-    from dlci.sources._common import Unencodable
+    from dlci.instance import Unencodable
     rec = _REC
     with _Guarded():
         prepared = None
@@ -225,7 +225,8 @@ def _torch_output_check(out) -> str | None:
 def _patch_torch() -> None:
     import torch
     from dlci.instance.recipe import params_of
-    from dlci.sources._common import Slots, Unencodable, encode, to_numpy
+    from dlci.instance import Unencodable, to_numpy
+    from dlci.sources._common import Slots, encode
 
     def wrap(orig, path, op):
         @functools.wraps(orig)
@@ -316,7 +317,7 @@ from dlci.instance.recipe import keras_params as _keras_params  # noqa: E402
 def _patch_keras() -> None:
     import keras
     from keras.src.layers.layer import Layer
-    from dlci.sources._common import Unencodable
+    from dlci.instance import Unencodable
 
     orig_call = Layer.__call__
 
@@ -378,7 +379,7 @@ def _patch_keras() -> None:
 
 def _patch_onnx() -> None:
     import onnx.helper as helper
-    from dlci.sources._common import Unencodable
+    from dlci.instance import Unencodable
     from dlci.instance.recipe import attribute_value, op_id
 
     orig_node, orig_model = helper.make_node, helper.make_model
@@ -417,7 +418,7 @@ def _patch_onnx() -> None:
 
 def _onnx_record(model, node, op, attribute_value):
     import onnx
-    from dlci.sources._common import Unencodable
+    from dlci.instance import Unencodable
     graph = model.graph
     inits = {i.name for i in graph.initializer}
     rng = np.random.default_rng(int.from_bytes(hashlib.sha1(model.SerializeToString()).digest()[:4], "little"))

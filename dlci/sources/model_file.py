@@ -1,6 +1,6 @@
 """A user's whole model as one instance: an ONNX file (``dlci test --model model.onnx [--inputs values.npz]``) or a
 PyTorch model (``--model FILE.py:FUNCTION``, FUNCTION returning the module in eval mode and a tuple of example
-inputs, dlci.models.fx). A failure is localised to the operator that causes it (dlci.oracles.localise: ONNX nodes, or
+inputs, dlci.models.program). A failure is localised to the operator that causes it (dlci.localise: ONNX nodes, or
 the torch calls of the module's FX graph), then cut down to it (dlci.reduce.graph, dlci.reduce.program)."""
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def is_program(path: str) -> bool:
 
 def program_model_instance(spec: str, inputs_path: str | None, seed: int) -> Instance:
     """A PyTorch model from ``FILE.py:FUNCTION``; what is wrong with it is a usage error."""
-    from dlci.models.fx import ProgramError, program_instance
+    from dlci.models.program import ProgramError, program_instance
     if inputs_path:
         raise UsageError(f"--inputs applies to ONNX models: {spec} returns its own example inputs")
     if not spec.rsplit(":", 1)[-1].isidentifier() or spec.endswith(".py"):
@@ -38,8 +38,7 @@ def model_instance(path: str, inputs_path: str | None, seed: int) -> Instance:
     if is_program(path):
         return program_model_instance(path, inputs_path, seed)
     import onnx
-    from dlci.reduce.edit import feed_names
-    from dlci.reduce.graph import instance_from_model
+    from dlci.models.onnx_io import feed_names, instance_from_model
     try:
         model = onnx.load(path)
         onnx.checker.check_model(model)
@@ -72,7 +71,7 @@ def model_instance(path: str, inputs_path: str | None, seed: int) -> Instance:
             arrays.append(rng.random(dims) < 0.5)
         else:
             raise UsageError(f"--model {path}: input {name!r} of type {dtype} needs --inputs FILE.npz")
-    # named as a whole until a failure is localised to the operator that causes it (dlci.oracles.localise)
+    # named as a whole until a failure is localised to the operator that causes it (dlci.localise)
     stem = Path(path).stem.replace("::", "_") or "model"
     inst = instance_from_model(model, arrays, op=f"model::{stem}", source="model", test=str(path), seed=seed)
     inst.call["localise"] = len(model.graph.node) > 1

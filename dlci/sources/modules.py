@@ -12,12 +12,12 @@ from typing import Iterator
 
 import numpy as np
 
-from dlci.instance import Instance, Origin, TensorSpec
+from dlci.instance import Instance, Origin, TensorSpec, Unencodable, to_numpy
 from dlci.sources import Source, register, stable_seed
 from dlci.models import seed_torch
 from dlci.instance.recipe import params_of
-from dlci.sources._common import Slots, Unencodable, dist_version, encode, to_numpy
-from dlci.instance.recipe import check_torch_instance
+from dlci.sources._common import Slots, dist_version, encode
+from dlci.models.rebuild import check_torch_instance
 
 # Modules whose eval-mode output is still a random draw.
 _RANDOM_MODULE = re.compile(r"Dropout|FractionalMaxPool|RReLU")

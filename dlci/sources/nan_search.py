@@ -38,13 +38,15 @@ class NanSearchSource(Source):
 
     def harvest(self, limit_per_op: int | None = None) -> Iterator[Instance]:
         from dlci.nan.operators import boundary_instances
+        from dlci.sources.tf_ops import instance_outputs  # a raw-op call's outputs, as tf_ops validated it
         base: dict[str, list[Instance]] = {}
         for name in self.bases:
             insts, _ = load_with_stats(name, limit_per_op=limit_per_op, ops=self.base_ops())
             for inst in insts:
                 base.setdefault(inst.op, []).append(inst)
         for op, insts in sorted(base.items()):
-            made = boundary_instances(insts, budget=self.seconds_per_op, seed=self.seed, source=self.name)
+            made = boundary_instances(insts, budget=self.seconds_per_op, seed=self.seed, source=self.name,
+                                      tf_outputs=instance_outputs)
             if not made:
                 self.skip("no-domain-edge")  # not a table operator, or no operand that the search can move
             for inst in made[:limit_per_op or None]:

@@ -11,10 +11,10 @@ from typing import Iterator
 
 import numpy as np
 
-from dlci.instance import Instance, Origin, TensorSpec
+from dlci.instance import STORABLE_KINDS, Instance, Origin, TensorSpec, Unencodable
 from dlci.sources import Source, register
 from dlci.instance.recipe import attribute_value, op_id
-from dlci.sources._common import STORABLE_KINDS, Unencodable, dist_version
+from dlci.sources._common import dist_version
 
 _RANDOM_OPS = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli", "Multinomial"}
 _EXPANDED = re.compile(r"_expanded(_ver\d+)?$")

@@ -2,7 +2,7 @@
 
 Per OpInfo: ``sample_inputs`` and ``reference_inputs`` in float32 (plus a few int64 / bool samples where the
 OpInfo supports them), generated under ``torch.manual_seed(stable_seed(op))``. Every kept sample was run twice
-through its rebuilt recipe (:func:`dlci.instance.recipe.torch_call`) to prove it rebuilds, is deterministic,
+through its rebuilt recipe (:func:`dlci.models.rebuild.torch_call`) to prove it rebuilds, is deterministic,
 returns tensors and leaves its inputs untouched.
 """
 from __future__ import annotations
@@ -14,11 +14,12 @@ from typing import Iterator
 
 import numpy as np
 
-from dlci.instance import Instance, Origin, TensorSpec
+from dlci.instance import Instance, Origin, TensorSpec, Unencodable
 from dlci.sources import Source, register, stable_seed
 from dlci.models import seed_torch
-from dlci.instance.recipe import VALUES_UNDEFINED, check_torch_instance, params_of, try_resolve
-from dlci.sources._common import Slots, Unencodable, dist_version, encode
+from dlci.instance.recipe import VALUES_UNDEFINED, params_of, try_resolve
+from dlci.models.rebuild import check_torch_instance
+from dlci.sources._common import Slots, dist_version, encode
 
 # Sampling ops, whose outputs are draws rather than functions of the inputs (name tokens of OpInfo names).
 _RANDOM_NAME = re.compile(r"(^|[._])(bernoulli|normal|rand\w*|dropout\w*|\w*_dropout|multinomial|uniform|"

@@ -1,24 +1,14 @@
-"""Helpers shared by targets: exception chains and the 'unsupported' message shapes."""
+"""Helpers shared by targets: where an exception was raised, and the 'unsupported' message shapes."""
 from __future__ import annotations
 
 import re
 import traceback
-from typing import Iterator
 
 # an explicit rejection: "X is not supported", "Unsupported dtype ...", "not implemented for ...", and a converter's
 # statement of its own limitation ("Only constant axes currently supported", "TopK k must be a constant")
 NOT_SUPPORTED = re.compile(r"\bnot (yet )?supported\b|\bunsupported\b|\bnot (yet )?implemented\b|"
                            r"\b(do|does) not support\b|\bonly (constant|static)\b|\bmust be (a )?(constant|static)\b|"
                            r"\bcurrently supported\b", re.I)
-
-
-def chain(exc: BaseException) -> Iterator[BaseException]:
-    """The exception and its causes/contexts."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        yield exc
-        exc = exc.__cause__ or exc.__context__
 
 
 def raised_in(exc: BaseException, prefixes: tuple[str, ...]) -> bool:

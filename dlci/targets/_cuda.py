@@ -21,7 +21,7 @@ NONDETERMINISTIC = "does not have a deterministic implementation"
 
 
 def sticky_cuda_error(exc: BaseException) -> str | None:
-    from dlci.targets._common import chain
+    from dlci.errors import chain
     for e in chain(exc):
         msg = str(e)
         if not any(word in msg for word in ("CUDA", "CUBLAS", "CUDNN", "cudaError")):  # torch, TVM, ORT wordings

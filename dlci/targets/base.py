@@ -7,7 +7,6 @@ reproducers, the test-style reproducers and the diff profiles read these declara
 from __future__ import annotations
 
 import importlib.metadata
-from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
 import numpy as np
@@ -166,11 +165,8 @@ class Target:
         """More fields for every finding of this target (an equivalence rule names itself and its two graphs)."""
         return {}
 
-    def render_repro(self, finding, instance, repro_dir: Path) -> Path:
-        """The standalone reproducer: the generic single-operator script with this target's snippet."""
-        from dlci.findings.repro import render_repro
-        return render_repro(finding, instance, repro_dir, template=self.repro_template())
-
     def repro_template(self) -> str:
-        """The reproducer snippet that defines ``run_target(inputs)`` (under dlci/templates)."""
+        """The reproducer snippet that defines ``run_target(inputs)`` (under dlci/templates): the generic
+        single-operator script runs the target with it (dlci.findings.repro.render). A target whose reproducer is
+        another script altogether defines ``render_repro(finding, instance, repro_dir) -> Path`` instead."""
         return f"targets/{self.name}.j2"

@@ -8,7 +8,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dlci.targets._common import NOT_SUPPORTED, chain
+from dlci.errors import chain
+from dlci.targets._common import NOT_SUPPORTED
 from dlci.targets.base import Target, register
 
 

@@ -2,9 +2,9 @@
 CPU plugin runs it (f32 precision, as for the other OpenVINO targets)."""
 from __future__ import annotations
 
+from dlci.errors import chain
 from dlci.targets.base import register
 from dlci.targets.openvino import _OpenVINO
-from dlci.targets._common import chain
 from dlci.targets.torch_compile import DynamoTarget, dynamo_unsupported
 
 

@@ -6,8 +6,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from dlci.errors import chain
 from dlci.models.convert import flatten_outputs
-from dlci.targets._common import chain
 from dlci.targets.base import Target, register
 
 

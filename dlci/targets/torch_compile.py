@@ -5,8 +5,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from dlci.errors import chain
 from dlci.models.convert import flatten_outputs, np_to_torch
-from dlci.targets._common import chain
 from dlci.targets.base import Target, register
 from dlci.targets.onnxruntime import ORTOnCUDA, ort_run, ort_session, ort_unsupported
 

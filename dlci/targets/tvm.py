@@ -6,8 +6,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from dlci.errors import chain
 from dlci.models.convert import flatten_outputs
-from dlci.targets._common import NOT_SUPPORTED, chain, raised_in
+from dlci.targets._common import NOT_SUPPORTED, raised_in
 from dlci.targets.base import Target, register
 
 

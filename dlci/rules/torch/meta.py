@@ -114,7 +114,7 @@ def homogeneity_probe(inst: Instance) -> str | None:
         return _probed[inst.id]
     import torch
     from dlci.instance.recipe import tensor_leaves
-    from dlci.instance.recipe import torch_call
+    from dlci.models.rebuild import torch_call
     reason = None
     try:
         with torch.no_grad(), warnings.catch_warnings():
@@ -188,7 +188,7 @@ def selection_probe(inst: Instance, low: str, high: str) -> str | None:
     import copy
     import torch
     from dlci.instance.recipe import tensor_leaves
-    from dlci.instance.recipe import torch_call
+    from dlci.models.rebuild import torch_call
     lo_t, hi_t = getattr(torch, low), getattr(torch, high)
     reason = None
     try:

@@ -1,10 +1,11 @@
-"""Audee's fitness for a candidate's inputs and weights: how close its tests came to an inconsistency.
+"""Audee's fitness for a candidate's inputs and weights (dlci.evolve's search): how close its tests came to an
+inconsistency.
 
 Measured in the worker on each passing test (:func:`measure`, called by dlci.testcase for instances marked
 ``search``), combined in the parent over the candidate's targets (:func:`score`):
 
 - **inconsistency** with the fp64 reference: per output, the error in units of what the value oracle allows
-  (dlci.oracles.causal.ratio: above 1 the fp64 arbitration would call it wrong) — Audee's layer distance, measured
+  (dlci.oracles.error.ratio: above 1 the fp64 arbitration would call it wrong) — Audee's layer distance, measured
   against the float64 reference of the whole graph instead of another framework;
 - **between targets**: the targets' errors compared with one another through a sketch — the error of each output,
   in the same units, projected on a few random ±1 vectors drawn from the instance's seed (the same vectors in every
@@ -28,7 +29,7 @@ WEIGHTS = {"inconsistency": 1.0, "between": 0.5, "nan": 0.25}
 def measure(got: list, ref: list, ref64: list | None, seed: int) -> dict:
     """{"ratio", "spread", "sketch"} of one test's outputs (floats only; others are left out)."""
     from dlci.oracles import compare as C
-    from dlci.oracles.causal import ratio
+    from dlci.oracles.error import ratio
     worst, spread, sketch = 0.0, 0.0, []
     for i, (g, r) in enumerate(zip(got, ref)):
         g, r = np.asarray(g), np.asarray(r)

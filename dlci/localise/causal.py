@@ -1,15 +1,16 @@
-"""Audee's causal steps on a multi-operator graph whose output is wrong, run in the worker by dlci.oracles.localise
-on a graph view (an ONNX graph, or a user's torch model as its FX graph):
+"""Audee's causal steps on a multi-operator graph whose output is wrong, run in the worker by dlci.localise on a
+graph view (an ONNX graph, or a user's torch model as its FX graph):
 
 - :func:`trace` — where the divergence starts. The target runs the graph with every intermediate value exposed as an
   output; each is compared with the float64 reference of the whole graph, in units of what the value oracle allows
-  (:func:`ratio`). A node **diverges** when the oracle fails its value; its **change rate** is Audee's: how much its
-  error grew over the largest error among the values it read, (e - e_in) / (e_in + eps). The first diverging node
-  whose error at least doubles its inputs' is where the divergence starts. Exposing values changes what a compiler
-  sees (a fused value must now be materialised), so the trace is used only when the exposed graph's own outputs come
-  out as the plain graph's did (the same error on the failing output, within SAME_OUTPUT); otherwise it is set aside
-  and said so. It only orders the suspects: the verdict on each is the operator run alone on inputs taken from the
-  reference (Audee's causal substitution, dlci.oracles.localise), so error accumulated upstream never names a node.
+  (dlci.oracles.error.ratio). A node **diverges** when the oracle fails its value; its **change rate** is Audee's:
+  how much its error grew over the largest error among the values it read, (e - e_in) / (e_in + eps). The first
+  diverging node whose error at least doubles its inputs' is where the divergence starts. Exposing values changes
+  what a compiler sees (a fused value must now be materialised), so the trace is used only when the exposed graph's
+  own outputs come out as the plain graph's did (the same error on the failing output, within SAME_OUTPUT); otherwise
+  it is set aside and said so. It only orders the suspects: the verdict on each is the operator run alone on inputs
+  taken from the reference (Audee's causal substitution, dlci.localise), so error accumulated upstream never names a
+  node.
 - :func:`share` — how much of the final error the culprit accounts for: the graph is run again with the culprit's
   output fed from the reference (Audee's "fix the layer"), and the error on the failing output that goes away is the
   culprit's: share = 1 - error(fixed) / error(whole), on the count of wrong NaN/Inf classes when there are any, else
@@ -21,45 +22,12 @@ import time
 
 import numpy as np
 
+from dlci.oracles.error import error, ratio
+
 CHANGE = 2.0  # a node whose error is at least this many times the largest of its inputs' starts a divergence
 EPS = 1e-7  # Audee's epsilon in the change rate
 SAME_OUTPUT = 0.05  # relative difference of the failing output's error, exposed vs plain, beyond which the trace is
 # not trusted
-
-
-def error(got, ref, ref64) -> tuple[int, float]:
-    """(elements whose NaN/Inf class the oracle finds wrong, RMS distance to the float64 reference — else to the
-    float32 one — over the elements finite in all)."""
-    from dlci.oracles.compare import _as_real, classes_differ
-    g, r = _as_real(np.asarray(got)), _as_real(np.asarray(ref))
-    r64 = _as_real(np.asarray(ref64)) if ref64 is not None and np.shape(ref64) == np.shape(ref) else None
-    if g.shape != r.shape:
-        return int(r.size) or 1, float("inf")
-    bad = int(classes_differ(g, r, r64, np.asarray(ref).dtype if np.asarray(ref).dtype.kind == "f" else "float32"
-                             ).sum())
-    base = r64 if r64 is not None else r
-    ok = np.isfinite(g) & np.isfinite(base)
-    d = (g - base)[ok]
-    return bad, float(np.sqrt(np.mean(np.square(d)))) if d.size else 0.0
-
-
-def ratio(got, ref, ref64) -> float:
-    """One value's error in units of what the value oracle allows it: RMS distance to float64 over (FP64_MULTIPLIER
-    times the float32 reference's own + the relative floor + atol); inf for a wrong NaN/Inf class. Above 1 the
-    oracle's fp64 arbitration would call it wrong."""
-    from dlci.oracles import compare as C
-    g, r = np.asarray(got), np.asarray(ref)
-    if g.shape != r.shape or r.dtype.kind not in "fc":
-        return 0.0 if g.shape == r.shape and np.array_equal(g, r) else float("inf")
-    bad, _ = error(g, r, ref64)
-    if bad:
-        return float("inf")
-    gr, rr = C._as_real(g), C._as_real(r)
-    r64 = C._as_real(np.asarray(ref64)) if ref64 is not None and np.shape(ref64) == r.shape else rr
-    ok = np.isfinite(gr) & np.isfinite(rr) & np.isfinite(r64)
-    rtol, atol = C.tolerance(r.dtype.name, ref64 is not None)
-    allowed = C.FP64_MULTIPLIER * C._rms(rr[ok] - r64[ok]) + C.rel_floor(r.dtype.name) * C._rms(r64[ok]) + atol
-    return C._rms(gr[ok] - r64[ok]) / allowed if allowed > 0 else 0.0
 
 
 def _failing_index(out, n: int) -> int:
@@ -67,11 +35,11 @@ def _failing_index(out, n: int) -> int:
     return i if isinstance(i, int) and 0 <= i < n else 0
 
 
-def trace(view, target_name: str, out, got: list, ref: list, ref64: list | None) -> dict:
+def trace(view, target_name: str, out, got: list, ref: list, ref64: list | None, target_outputs) -> dict:
     """The target's intermediate values against the reference: {"used", "why" (when not), "first_divergent",
-    "divergent", "error_ratio" (per node label), "order" (node indices to check alone first), "seconds"}."""
+    "divergent", "error_ratio" (per node label), "order" (node indices to check alone first), "seconds"}.
+    ``target_outputs(instance, target)``: the target's own outputs on an instance (dlci.testcase.target_outputs)."""
     from dlci.oracles.compare import compare_one
-    from dlci.testcase import target_outputs
     t0 = time.perf_counter()
     i = _failing_index(out, len(ref))
     try:
@@ -127,10 +95,11 @@ def _round(x: float) -> float | str:
     return "inf" if x == float("inf") else float(f"{x:.4g}")
 
 
-def share(view, culprit: int, target_name: str, out, got: list, ref: list, ref64: list | None) -> dict | None:
+def share(view, culprit: int, target_name: str, out, got: list, ref: list, ref64: list | None,
+          target_outputs) -> dict | None:
     """{"share", "error", "error_with_culprit_fixed", "how"}: the part of the failing output's error that goes away
-    when the culprit's output is fed from the reference; None when it cannot be measured."""
-    from dlci.testcase import target_outputs
+    when the culprit's output is fed from the reference; None when it cannot be measured. ``target_outputs``:
+    as :func:`trace`'s."""
     i = _failing_index(out, len(ref))
     if i >= len(got):
         return None

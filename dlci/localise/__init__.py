@@ -23,7 +23,7 @@ Small graphs (a reduced finding) get every operator checked alone, so a finding 
 passes. The result is ``Outcome.localised``: {"operator", "node", "multi_operator", "alone": {node: status},
 "checked", "nodes"}.
 
-Audee's steps on a wrong output (dlci.oracles.causal): before step 1, a **trace** — the target runs the graph with
+Audee's steps on a wrong output (dlci.localise.causal): before step 1, a **trace** — the target runs the graph with
 every intermediate value exposed as an output, each compared with the float64 reference; the first operator whose
 output diverges (the oracle fails it and its error jumps over its inputs') is checked alone first, so a deep graph
 needs a few runs instead of one per operator. The trace only orders the suspects: exposing values can change what a
@@ -61,11 +61,14 @@ def wants_localisation(instance, out: Outcome) -> bool:
 
 
 def localise(instance, target_name: str, out: Outcome, ref, ref64, execute: Callable,
-             hook: Callable[[str], None] = lambda s: None, got: list | None = None) -> None:
+             hook: Callable[[str], None] = lambda s: None, got: list | None = None,
+             target_outputs: Callable | None = None) -> None:
     """Localise ``out`` (the whole graph's failure on ``target_name``) in place; ``execute(instance, target)`` runs
     one single-operator test (dlci.testcase.execute, without localisation); ``got``: the target's outputs on the
-    whole graph (a wrong output: what the trace and the share are measured against)."""
-    from dlci.oracles import causal
+    whole graph (a wrong output: what the trace and the share are measured against); ``target_outputs(instance,
+    target)``: the target's own outputs on an instance, nothing judged (dlci.testcase.target_outputs), which the trace
+    and the share run (None: neither is measured)."""
+    from dlci.localise import causal
     t0 = time.perf_counter()
     try:
         view = _view(instance)
@@ -79,7 +82,7 @@ def localise(instance, target_name: str, out: Outcome, ref, ref64, execute: Call
                          **({"message": anonymised(out.message, view)} if out.status == CRASH else {})}
         out.op = view.op(0)
         return
-    traceable = out.status == INCONSISTENT and got is not None
+    traceable = out.status == INCONSISTENT and got is not None and target_outputs is not None
     limit = TRACED_MAX_NODES if traceable else MAX_NODES
     if n > limit:
         why = "" if traceable else ", and no trace: only a wrong value is traced"
@@ -96,7 +99,7 @@ def localise(instance, target_name: str, out: Outcome, ref, ref64, execute: Call
     trace = None
     if traceable:
         hook("localise")
-        trace = causal.trace(view, target_name, out, got, ref, ref64)
+        trace = causal.trace(view, target_name, out, got, ref, ref64, target_outputs)
         if trace.get("used"):  # the first divergent operators first; the verdict stays each one alone
             first = [k for k in trace["order"] if k in order]
             order = first + [k for k in order if k not in first]
@@ -127,9 +130,9 @@ def localise(instance, target_name: str, out: Outcome, ref, ref64, execute: Call
         info.update(operator=view.op(culprit), node=view.label(culprit), multi_operator=False)
         hook("localise")
         info["parameters"] = _parameters(*culprit_alone, target_name, execute)
-        if out.status == INCONSISTENT and got is not None:
+        if out.status == INCONSISTENT and got is not None and target_outputs is not None:
             hook("localise")
-            share = causal.share(view, culprit, target_name, out, got, ref, ref64)
+            share = causal.share(view, culprit, target_name, out, got, ref, ref64, target_outputs)
             if share is not None:
                 info["share"] = share
     else:
@@ -308,12 +311,13 @@ class _View:
             cand = derive(self.instance, self.instance, call=call, arrays=arrays, onnx_model=model)
             cand.op = op or self.instance.op
             return cand
-        from dlci.models.graph import Graph, GraphError, graph_instance
+        from dlci.models.graph import Graph, GraphError
+        from dlci.models.graph_torch import torch_graph_instance
         try:
             g = Graph.from_onnx(model)
             inputs = [arrays[f"in:{i}"] for i in range(len(g.inputs))]
-            return graph_instance(g, inputs, op=op or self.instance.op, source=self.instance.origin.source,
-                                  framework="torch", localise=False, seed=self.instance.seed)
+            return torch_graph_instance(g, inputs, op=op or self.instance.op, source=self.instance.origin.source,
+                                        localise=False, seed=self.instance.seed)
         except GraphError:
             return None
 
@@ -349,7 +353,7 @@ class _View:
         """(the graph with node ks' numeric outputs after its own, the value name of each added output)."""
         import copy
         from onnx import helper
-        import dlci.reduce.edit as E
+        from dlci.models.onnx_io import store_onnx
         model = copy.deepcopy(self.base.model)
         shown, added = set(self.base.outputs), []
         for k in ks:
@@ -360,7 +364,7 @@ class _View:
                     shown.add(x)
                     added.append(x)
         arrays = {key: v for key, v in self.onnx.arrays.items() if not key.startswith("expected:")}
-        arrays["model"] = E.store_onnx(model)
+        arrays["model"] = store_onnx(model)
         return self._instance(model, arrays), added
 
     def fixed(self, k: int):
@@ -391,7 +395,7 @@ def _view(instance):
 def _values64(base) -> dict:
     """Every value of the base model in float64 (its float32 tensors widened; {} when it cannot be)."""
     from onnx.reference import ReferenceEvaluator
-    from dlci.models import widen_to_float64
+    from dlci.models.onnx_io import widen_to_float64
     wide = widen_to_float64(base.model)
     if wide is None:
         return {}
@@ -499,17 +503,16 @@ def ill_conditioned(instance, i: int, r, r64, seed: int, view=None) -> str | Non
 def _perturbed(instance, i: int, members: int, rel: float, rng) -> list[np.ndarray]:
     from onnx import numpy_helper
     from onnx.reference import ReferenceEvaluator
-    import dlci.reduce.edit as E
-    from dlci.models import widen_to_float64
+    from dlci.models.onnx_io import feed_names, load_onnx, widen_to_float64
     if instance.call.get("kind") == "torch_graph":
         from dlci.models.graph import graph_of
         model = graph_of(instance).to_onnx()
     else:
-        model = E.load_onnx(instance.arrays)
+        model = load_onnx(instance.arrays)
     wide = widen_to_float64(model)
     if wide is None:
         return []
-    names = E.feed_names(wide)
+    names = feed_names(wide)
     _scale_every_value(wide)
     inits = [(j, numpy_helper.to_array(t)) for j, t in enumerate(wide.graph.initializer)]
     out = []

@@ -20,6 +20,22 @@ from __future__ import annotations
 
 import numpy as np
 
+from dlci import models
+
+
+def spec_violation(instance) -> str | None:
+    """For a generated or reduced graph (an ``onnx_model`` instance marked ``localise``): why it is outside the ONNX
+    specification, or None; cached with the reference. Other instances: None."""
+    if instance.framework != "onnx" or not instance.call.get("localise") or instance.origin.source == "model":
+        return None  # a user's model is what they run: judged as it is, not held to a second reading
+
+    def make():
+        if not available():
+            return None
+        ref, ref64 = models.reference(instance)
+        return outside_spec(models.build(instance, "onnx"), instance.input_arrays(), ref, ref64)
+    return models.cached(instance, "spec", make)
+
 
 def available() -> bool:
     try:
@@ -53,11 +69,11 @@ def outside_spec(model, inputs: list[np.ndarray], ref: list[np.ndarray], ref64: 
 
 
 def _well_conditioned(model, inputs, verdict: dict, ref, ref64) -> bool:
-    """Whether the disagreeing output is one the oracle can judge (dlci.oracles.localise's conditioning check:
+    """Whether the disagreeing output is one the oracle can judge (dlci.localise's conditioning check:
     float64 evaluations of the graph with inputs, weights and intermediate values moved by a rounding's worth all
     pass it), so a difference that grew from each node's own rounding is not taken for the graph's."""
-    from dlci.oracles.localise import ill_conditioned
-    from dlci.reduce.graph import instance_from_model
+    from dlci.localise import ill_conditioned
+    from dlci.models.onnx_io import instance_from_model
     i = (verdict.get("distance") or {}).get("output", 0) or 0
     if ref64 is None or i >= len(ref):
         return False
@@ -69,9 +85,9 @@ def _changed_as_a_graph(model, inputs: list[np.ndarray], got: list, so) -> bool:
     agreeing with the reference on its outputs, while its whole-graph outputs ``got`` differ from its nodes run one
     after the other on its own values. False for a node it cannot run alone or that holds a subgraph."""
     import onnxruntime as ort
-    import dlci.reduce.edit as E
+    from dlci.models.onnx_io import feed_names, instance_from_model
     from dlci.oracles.compare import compare_outputs
-    from dlci.reduce.graph import _Base, cut_model, instance_from_model
+    from dlci.reduce.graph import _Base, cut_model
     try:
         base = _Base(instance_from_model(model, list(inputs)))
         values = base.values()
@@ -80,7 +96,7 @@ def _changed_as_a_graph(model, inputs: list[np.ndarray], got: list, so) -> bool:
             if base.implicit[k] or any(a.type in (a.GRAPH, a.GRAPHS) for a in node.attribute):
                 return False
             alone, arrays = cut_model(base, {k})  # the node fed from the reference (constants folded in)
-            feeds, outs = E.feed_names(alone), [o.name for o in alone.graph.output]
+            feeds, outs = feed_names(alone), [o.name for o in alone.graph.output]
             sess = ort.InferenceSession(alone.SerializeToString(), so, providers=["CPUExecutionProvider"])
             mine = sess.run(None, {x: arrays[f"in:{i}"] for i, x in enumerate(feeds)})
             if compare_outputs([np.asarray(g) for g in mine], [np.asarray(values[x]) for x in outs], None) is not None:
