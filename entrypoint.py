@@ -219,7 +219,8 @@ def _post(s: dict, report: Report, repo: str | None, number: int | None, head_sh
             print(f"PR comment {cid}: {action}", flush=True)
         if s["check_run"] and head_sha:
             n_counted = report.counted(s["fail_on"])
-            conclusion = "failure" if n_counted else ("neutral" if report.findings else "success")
+            gap = bool((doc.get("pr") or {}).get("test_gap"))  # untested changed code: neutral, never a pass
+            conclusion = "failure" if n_counted else ("neutral" if report.findings or gap else "success")
             notes, left_out = api.annotations(doc)
             notes = redact.data(notes)
             outputs["check-run-id"] = poster.check_run(

@@ -31,6 +31,9 @@ class Outcome:
     log: str = ""                 # stderr tail of the worker when it died
     seconds: float = 0.0          # wall time of the whole test inside the worker (or until it was killed)
     coverage: dict = field(default_factory=dict)  # traced converter file -> sorted lines run while converting
+    # traced converter file -> [from line, to line] transitions within one frame while converting (-1: the return),
+    # which branch outcomes ran (dlci.directed.goals)
+    arcs: dict = field(default_factory=dict)
     digest: list = field(default_factory=list)     # per output: shape and summary numbers of what the target gave
     batch: int = 1                # tests that shared this one's convert and compile (dlci.testcase.execute_batch)
     # the first test of its target in its worker: its seconds include the target's one-time start there (the

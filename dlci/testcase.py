@@ -53,14 +53,27 @@ def _invalid(out: Outcome, stage: str, e: BaseException) -> None:
     out.message, out.traceback = first_lines(str(e)), format_exc(e)
 
 
-def _line_tracer(files: frozenset[str], hits: dict[str, set[int]]):
-    """A sys.settrace function recording the lines run in ``files`` (resolved paths) only; other frames are not
-    traced. Code imported through a symlinked path (a checkout's package linked into place) counts as its file."""
+def _line_tracer(files: frozenset[str], hits: dict[str, set[int]], arcs: dict[str, set] | None = None):
+    """A sys.settrace function recording the lines run in ``files`` (resolved paths) only, and with ``arcs`` the
+    transitions between them within each frame ((-1: leaving the function), which tell the branch outcomes that
+    ran: dlci.directed.goals); other frames are not traced. Code imported through a symlinked path (a checkout's
+    package linked into place) counts as its file."""
     real: dict[str, str] = {}
+    last: dict[int, int] = {}  # id(frame) -> its last line
 
     def local(frame, event, arg):
         if event == "line":
-            hits[real[frame.f_code.co_filename]].add(frame.f_lineno)
+            path = real[frame.f_code.co_filename]
+            hits[path].add(frame.f_lineno)
+            if arcs is not None:
+                prev = last.get(id(frame))
+                if prev is not None:
+                    arcs.setdefault(path, set()).add((prev, frame.f_lineno))
+                last[id(frame)] = frame.f_lineno
+        elif event == "return" and arcs is not None:
+            prev = last.pop(id(frame), None)
+            if prev is not None:
+                arcs.setdefault(real[frame.f_code.co_filename], set()).add((prev, -1))
         return local
 
     def call(frame, event, arg):
@@ -144,11 +157,12 @@ def _target_stages(target, model, inputs, seed: int, out: Outcome, hook, trace_f
         models.seed_all(seed)
         t = time.perf_counter()
         hits: dict[str, set[int]] = {}
+        arcs: dict[str, set] = {}
         tracing = stage == "convert" and bool(trace_files)
         try:
             with models.quiet():
                 if tracing:
-                    sys.settrace(_line_tracer(frozenset(trace_files), hits))
+                    sys.settrace(_line_tracer(frozenset(trace_files), hits, arcs))
                 if stage == "convert":
                     value = target.convert(value, inputs)
                 elif stage == "compile":
@@ -178,6 +192,7 @@ def _target_stages(target, model, inputs, seed: int, out: Outcome, hook, trace_f
             if tracing:
                 sys.settrace(None)
                 out.coverage = {f: sorted(lines) for f, lines in hits.items()}
+                out.arcs = {f: sorted(pairs) for f, pairs in arcs.items()}
             out.timings[stage] = time.perf_counter() - t
     return list(value)
 

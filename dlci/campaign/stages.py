@@ -518,7 +518,7 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
     repro/unreproduced/). A check that would start after ``until``, or that ``hard_until`` cuts short, leaves the
     finding unchecked (``repro_checked`` None): it stays. The reported findings are renumbered F001... and their
     scripts re-rendered."""
-    from dlci.findings.repro import check_repro, scrubbed_env
+    from dlci.findings.repro import check_repro, test_env
     from dlci.findings.warm import WarmPool
     out = options.out
     (out / "repro").mkdir(parents=True, exist_ok=True)
@@ -581,7 +581,7 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
         # on the device, no other test's memory or timing beside them
         on_device = {id(f) for f in findings if getattr(campaign.targets.get(f.target), "on_accelerator", False)}
         t0 = time.monotonic()
-        with WarmPool(scrubbed_env(env), max(1, options.workers)) as warm, \
+        with WarmPool(test_env(env), max(1, options.workers)) as warm, \
                 ThreadPoolExecutor(max(1, options.workers)) as pool:
             list(pool.map(check, [f for f in findings if id(f) not in on_device]))
         warm = None  # a device's reproducer runs in a fresh interpreter: nothing of the warm ones on the device

@@ -10,7 +10,7 @@ from dlci.instance import Instance
 from dlci.outcome import CRASH, INCONSISTENT, STATUSES, UNSUPPORTED, Outcome
 
 CONFIRM_TRIES = 2  # instances tried per signature before a failure is called flaky
-UNSUPPORTED_KEPT = 4  # unsupported outcomes kept per (target, operator): one per distinct message
+UNSUPPORTED_KEPT = 16  # unsupported outcomes kept per (target, operator): one per distinct kind
 SPREAD_OPERATORS = 3  # a failure on this many operators is shown on the most basic one
 
 
@@ -35,6 +35,7 @@ class Campaign:
     arms: dict = field(default_factory=dict)  # "target × source" -> what the cost-aware scheduler gave it
     ended_early: str = ""  # why testing stopped before its share of the budget ran out, if it did
     coverage: dict[tuple[str, str], dict] = field(default_factory=dict)  # (instance id, target) -> file -> lines
+    arcs: dict[tuple[str, str], dict] = field(default_factory=dict)  # (instance id, target) -> file -> [from, to]
     first_confirmed_at: float | None = None  # epoch seconds: when the first failure was confirmed
     confirmed_at: dict[str, float] = field(default_factory=dict)  # signature -> epoch seconds of its confirmation
     # (target, operator) -> a few outcomes the target called unsupported (PR mode asks the base revision about them)
@@ -86,15 +87,18 @@ class Campaign:
             self.device_notes[f"{outcome.target}: {outcome.device_note.split(':', 1)[0]}"] += 1
         if outcome.coverage:
             self.coverage[(outcome.instance_id, outcome.target)] = outcome.coverage
+        if outcome.arcs:
+            self.arcs[(outcome.instance_id, outcome.target)] = outcome.arcs
         self.test_seconds += outcome.seconds
         for stage, secs in (outcome.timings or {}).items():
             self.stage_seconds[stage] += secs
         if outcome.status == UNSUPPORTED and not outcome.op.startswith("graph::"):
             # distinct reasons first: the one the PR introduced is often not the first one met (a generated graph's
             # are not kept: a PR scan asks the base revision about its operators' own unsupported tests)
+            # one per kind: where the instance came from, how it was presented (variant), what the target said
             kept = self.unsupported.setdefault((outcome.target, outcome.op), [])
-            said = F.normalize_message(outcome.message)
-            if len(kept) < UNSUPPORTED_KEPT and all(F.normalize_message(o.message) != said for o in kept):
+            kind = self._unsupported_kind(outcome)
+            if len(kept) < UNSUPPORTED_KEPT and all(self._unsupported_kind(o) != kind for o in kept):
                 kept.append(outcome)
         if not F.is_failure(outcome):
             return None
@@ -106,6 +110,12 @@ class Campaign:
             self.confirm_tries[sig] += 1
             return sig
         return None
+
+    def _unsupported_kind(self, outcome: Outcome) -> tuple:
+        inst = self.instances.get(outcome.instance_id)
+        from dlci.instance import variant_kind
+        return (inst.origin.source if inst else "", variant_kind(inst) if inst else None,
+                F.normalize_message(outcome.message))
 
     def _confirmed(self, sig: str, rerun: Outcome) -> str | None:
         if F.is_failure(rerun) and self.signature(rerun) == sig:

@@ -598,6 +598,14 @@ def scrubbed_env(overrides: dict | None = None) -> dict:
     return {k: v for k, v in env.items() if not is_secret_name(k)}
 
 
+def test_env(overrides: dict | None = None) -> dict:
+    """The environment a reproducer is checked in: the very one its tests ran in (dlci.exec.engine.worker_env:
+    the revision's paths first, the same threads and settings, no secrets), so that a check never drops a finding
+    because it ran elsewhere."""
+    from dlci.exec.engine import worker_env
+    return worker_env(overrides)
+
+
 def check_repro(path: Path, timeout: float = 600, env: dict | None = None, log_suffix: str = ".log",
                 warm=None) -> bool:
     """Run the reproducer alone: True when it exits 1 (reproduces). ``warm`` (a dlci.findings.warm.WarmPool in the
@@ -612,10 +620,50 @@ def check_repro(path: Path, timeout: float = 600, env: dict | None = None, log_s
             return True
     try:
         proc = cancel.run([sys.executable, str(path)], timeout=timeout,
-                          cwd=str(path.parent), env=scrubbed_env(env))
+                          cwd=str(path.parent), env=test_env(env))
     except subprocess.TimeoutExpired:
         path.with_suffix(log_suffix).write_text(f"timed out after {timeout} s\n")
         return False
     path.with_suffix(log_suffix).write_text(f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n"
                                         f"{proc.stderr[-20000:]}")
     return proc.returncode == 1 and "REPRODUCED" in proc.stdout
+
+
+def render_skeleton(inst: Instance, target: str, goal: str, hint: str = "") -> str:
+    """A test the maintainer can complete: the instance that came closest to a changed line the scan never reached,
+    built and run through ``target`` as its reproducer would, with the goal and what to change said where the
+    inputs are (``goal``: where and which way, e.g. "x.py:120 `if axis < 0` true"; ``hint``: how close it came)."""
+    env = code_env()
+    snippet = env.get_template(f"targets/{target}.j2")
+    leaf = bool(getattr(snippet.make_module({"framework": inst.framework, "model": "", "n_outputs": 1,
+                                             "dynamic_shapes": "", "keep_params": False, "device": ""}),
+                        "module_as_leaf", False))
+    code, model = MODEL_CODE[inst.call["kind"]](inst, leaf=leaf)
+    from dlci.models import dynamic_shapes_code
+    values = dict(framework=inst.framework, model=model, n_outputs=1, dynamic_shapes=dynamic_shapes_code(inst),
+                  keep_params=_keeps_params(inst), device="")
+    run = _block(snippet, "run", values)
+    if any(x.dtype.name == "bfloat16" for x in inst.input_arrays()):
+        run = run.replace("torch.tensor(x)", "as_torch(x)")
+        code = AS_TORCH + "\n\n\n" + code
+    inputs = [array_code(x) for x in inst.input_arrays()]
+    data = [f"INPUTS = [{inputs[0]}]"] if len(inputs) == 1 else ["INPUTS = ["] + [f"    {x}," for x in inputs] + ["]"]
+    body = join_sections(["\n".join(data), code])
+    imports = ["import numpy as np", *FRAMEWORK_IMPORTS[inst.framework],
+               *_block(snippet, "imports", values).splitlines()]
+    if "ml_dtypes." in body + run:
+        imports.append("import ml_dtypes")
+    if "base64." in body + run:
+        imports += ["import base64", "import io"]
+    if "onnx.parser." in body:
+        imports = [ln for ln in imports if ln != "import onnx"] + ["import onnx.parser"]
+    name = re.sub(r"\W+", "_", inst.op.split("::")[-1]).strip("_").lower() or "operator"
+    header = (f'"""dlci: a test to complete. No instance reached {goal} (through {target}).\n\n'
+              f"The closest was {inst.origin.test}{f' ({hint})' if hint else ''}: it is built and run below.\n"
+              'Change its inputs or arguments so that the line above runs, and compare the outputs with the\n'
+              'framework\'s own (the reproducers dlci writes show how)."""\n')
+    run_lines = "\n".join("    " + ln if ln else ln for ln in run.splitlines())
+    return (header + import_block(imports) + "\n\n" + body + "\n\n\n"
+            f"def test_{name}_reaches_the_change():\n"
+            "    # TODO: adjust INPUTS or the call's arguments above to take the branch named in the docstring\n"
+            f"{run_lines}\n")

@@ -539,7 +539,7 @@ def check_test(path: Path, env: dict | None = None, timeout: float = 600) -> boo
     if not pytest_available():
         path.with_suffix(".log").write_text("pytest is not installed in dlci's environment: not run\n")
         return False
-    run_env = R.scrubbed_env(env)
+    run_env = R.test_env(env)
     run_env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     run_env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     with tempfile.TemporaryDirectory(prefix="dlci-test-style-") as tmp:

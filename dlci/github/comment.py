@@ -81,6 +81,8 @@ def verdict_line(doc: dict) -> str:
         return f":warning: dlci: no new bug; {old} already on the base revision"
     if any(attribution(f) == "unattributed" for f in findings):
         return f":x: dlci: {len(findings)} finding(s)"
+    if pr.get("test_gap"):  # changed code dlci has no material for: not a clean run
+        return ":grey_question: dlci: no test material for the operators this PR touches (test gap)"
     return ":white_check_mark: dlci: no bug found in the operators this PR touches"
 
 
@@ -101,10 +103,35 @@ def render(doc: dict, out_dir: Path, *, details_url: str | None = None, version:
         if counts.get("unsupported"):
             skipped.append(f"{prose(target, 100)}: {prose(counts['unsupported'], 20)} test(s) of unsupported "
                            "operators/forms")
-    for gap in ((pr.get("coverage") or {}).get("unreached") or [])[:20]:
-        where = code(f"{gap['file']}:{gap['line']}")
-        skipped.append(f"test gap: {where} ({prose(gap.get('region')) or 'module level'}) changed, but no instance "
-                       "ran it")
+    reach: list[str] = []  # changed code no test ran (directed search's leftovers)
+    fixes: list[str] = []
+    unreached = ((pr.get("directed") or {}).get("unreached") or [])
+    if unreached:  # the directed search's goals left: each with the closest test and a skeleton in the artifact
+        for g in unreached[:12]:
+            where = code(f"{g['file']}:{g['span'][0] if g['kind'] == 'branch' else g['line']}")
+            what = f"{code(g.get('condition'), 100)} {prose(g.get('outcome'), 20)}" if g["kind"] == "branch" \
+                else "changed statement"
+            closest = (g.get("closest") or {}).get("test")
+            reach.append(f"{where} {what}" + (f"; closest test {code(closest, 120)}" if closest else "")
+                           + (f"; a test to complete: {code(g['skeleton'], 120)} in the artifact"
+                              if g.get("skeleton") else ""))
+        if len(unreached) > 12:
+            reach.append(f"{len(unreached) - 12} more changed statements or branch outcomes (report.md)")
+    else:
+        for gap in ((pr.get("coverage") or {}).get("unreached") or [])[:20]:
+            where = code(f"{gap['file']}:{gap['line']}")
+            skipped.append(f"test gap: {where} ({prose(gap.get('region')) or 'module level'}) changed, but no "
+                           "instance ran it")
+    if pr.get("operators_without_material"):
+        ops = pr["operators_without_material"]
+        skipped.append("test gap: no test material for the touched operator(s) "
+                       + ", ".join(code(o, 80) for o in ops[:20]) + (" …" if len(ops) > 20 else ""))
+    for f in (pr.get("fixed") or [])[:10]:
+        fixes.append(f"{code(f['operator'], 80)} through {prose(f['target'], 100)} failed on "
+                       f"base ({prose(f['symptom'], 100)}) and passes here")
+    for f in (pr.get("still_failing") or [])[:10]:
+        fixes.append(f"still failing where this PR changed code: {code(f['operator'], 80)} through "
+                       f"{prose(f['target'], 100)} ({prose(f['symptom'], 100)})")
     if pr.get("targets_not_installed"):
         skipped.append("targets reached by the diff but not installed on this runner: "
                        + ", ".join(prose(t, 100) for t in pr["targets_not_installed"]))
@@ -112,13 +139,15 @@ def render(doc: dict, out_dir: Path, *, details_url: str | None = None, version:
 
     # progressively smaller renderings until the body fits
     for repro_limit, max_findings in ((REPRO_INLINE_LIMIT, None), (1500, None), (0, None), (0, 30), (0, 10), (0, 3)):
-        body = _render_once(doc, findings, flaky, skipped, repro_limit, max_findings, details_url, version)
+        body = _render_once(doc, findings, flaky, skipped, repro_limit, max_findings, details_url, version,
+                            reach, fixes)
         if len(body) <= COMMENT_LIMIT:
             return body
     return body[:COMMENT_LIMIT - 200] + "\n\n_(cut to fit GitHub's comment limit; see the job summary)_\n"
 
 
-def _render_once(doc, findings, flaky, skipped, repro_limit, max_findings, details_url, version) -> str:
+def _render_once(doc, findings, flaky, skipped, repro_limit, max_findings, details_url, version, reach=(),
+                 fixes=()) -> str:
     pr = doc.get("pr") or {}
     stats = doc["stats"]
     notes = []
@@ -157,7 +186,7 @@ def _render_once(doc, findings, flaky, skipped, repro_limit, max_findings, detai
     return _env().get_template("comment.md.j2").render(
         marker=MARKER, headline=verdict_line(doc), summary_line=summary_line,
         nothing_to_test=pr.get("nothing_to_test"), policy_note=policy_note(pr), sections=sections,
-        flaky=flaky[:20], skipped=skipped,
+        flaky=flaky[:20], skipped=skipped, reach=list(reach), fixes=list(fixes),
         truncated=truncated, version=version, tests_run=stats.get("tests_run", 0),
         tests_valid=stats.get("tests_valid", 0), seconds=round(stats.get("seconds", 0)),
         base=(pr.get("base") or "")[:12], head=(pr.get("head") or "")[:12], details_url=details_url)

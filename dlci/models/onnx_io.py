@@ -98,3 +98,20 @@ def widen_to_float64(model):
             elif a.name in ("to", "dtype") and a.type == onnx.AttributeProto.INT and a.i == F:
                 a.i = D
     return m if changed else None
+
+
+class InvalidModel(ValueError):
+    """A model that violates the ONNX specification: the checker's full check or strict shape and type inference
+    refuses it (ONNX Runtime may still run it)."""
+
+
+def check_strict(model) -> None:
+    """Raise :class:`InvalidModel` unless ``model`` passes ``onnx.checker`` (full check) and strict shape and type
+    inference with data propagation: what an exporter writes must be a valid model, not just one ONNX Runtime
+    tolerates."""
+    import onnx
+    try:
+        onnx.checker.check_model(model, full_check=True)
+        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
+        raise InvalidModel(f"the exported model is not valid ONNX: {str(e).splitlines()[0][:600]}") from e

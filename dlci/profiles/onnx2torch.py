@@ -68,6 +68,7 @@ class Onnx2TorchProfile(Profile):
     name = "onnx2torch"
     description = "onnx2torch: @add_converter(operation_type=..., version=...) ONNX -> torch converters"
     python_converter_files = (f"{CONVERTERS}/*.py",)
+    python_path = ("",)  # the package sits at the repository's root: the checkout goes first on the path
 
     def detect(self, repo: GitRepo) -> bool:
         return repo.exists(f"{CONVERTERS}/registry.py") or (

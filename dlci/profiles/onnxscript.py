@@ -48,6 +48,7 @@ class OnnxScriptProfile(Profile):
     name = "onnxscript"
     description = "onnxscript torchlib: @torch_op(\"aten::...\") functions used by the torch.onnx exporter"
     python_converter_files = (f"{OPS}/*.py",)
+    python_path = ("",)  # the package sits at the repository's root: the checkout goes first on the path
 
     def detect(self, repo: GitRepo) -> bool:
         return bool(repo.glob(f"{OPS}/*.py"))

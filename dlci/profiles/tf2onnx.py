@@ -45,6 +45,7 @@ class Tf2OnnxProfile(Profile):
     name = "tf2onnx"
     description = "tf2onnx: @tf_op/@tfl_op handler classes (version_N methods) in tf2onnx/onnx_opset"
     python_converter_files = (f"{OPSET}/*.py",)
+    python_path = ("",)  # the package sits at the repository's root: the checkout goes first on the path
 
     def detect(self, repo: GitRepo) -> bool:
         return repo.exists("tf2onnx/handler.py") and bool(repo.glob(f"{OPSET}/*.py"))

@@ -27,6 +27,8 @@ def verdict(doc: dict, name=str) -> str:
     if n == 0 and not st.get("tests_run") and st.get("targets_not_on_runner"):
         return (f"Nothing ran on this runner: {', '.join(name(t) for t in st['targets_not_on_runner'])} need a "
                 f"device it does not have{tail}.")
+    if n == 0 and (doc.get("pr") or {}).get("test_gap"):
+        return f"Test gap: {name((doc.get('pr') or {})['test_gap'])}; nothing was tested{tail}."
     if n == 0:
         return f"No confirmed findings in {name(st['tests_valid'])} valid tests{tail}."
     return f"{n} confirmed finding{'s' if n != 1 else ''} in {name(st['tests_valid'])} valid tests{tail}."
@@ -115,6 +117,57 @@ def policy_note(pr: dict) -> str | None:
             "imported (`python_path`, `env`, `install`); the change takes effect once merged.")
 
 
+def _directed_lines(pr: dict) -> list[str]:
+    """The directed search: the goals (changed statements, branch outcomes of the changed functions), what it
+    reached, and per goal left the closest test, the condition it did not satisfy and a skeleton to complete."""
+    d = pr.get("directed") or {}
+    if not d.get("goals"):
+        return []
+    search = d.get("search") or {}
+    lines = [f"Directed search: {P(d['reached'], 20)} of {P(d['goals'], 20)} goals reached "
+             f"({P(d['statements_reached'], 20)} of {P(d['statements'], 20)} changed statements, the rest branch "
+             f"outcomes of the changed functions)"
+             + (f"; {P(search.get('reached_by_search', 0), 20)} of them by {P(search.get('mutants', 0), 20)} "
+                f"mutants in {P(search.get('seconds', 0), 20)} s" if search else "") + "."]
+    if search.get("reaching_mutation"):
+        lines += ["", "Reached by mutation: " + "; ".join(
+            f"{P(goal, 200)} ({C(m, 60)})" for goal, m in list(search["reaching_mutation"].items())[:10]) + "."]
+    if d.get("unreached"):
+        lines += ["", "| not reached | condition | closest test | distance | test to complete |", "|---|---|---|---|---|"]
+        for g in d["unreached"][:40]:
+            closest = g.get("closest") or {}
+            lines.append(f"| {_where({'file': g['file'], 'line': g['span'][0] if g['kind'] == 'branch' else g['line']}, cell=True)} "
+                         f"| {_cell(g.get('condition') or 'statement', 100)} {P(g.get('outcome') or '', 20)} "
+                         f"| {_cell(closest.get('test') or '-', 120)} {P(closest.get('target') or '', 60)} "
+                         f"| {P(g.get('distance') if g.get('distance') is not None else '-', 20)} "
+                         f"| {_cell(g.get('skeleton') or '-', 120)} |")
+        if len(d["unreached"]) > 40:
+            lines.append(f"| … {len(d['unreached']) - 40} more in findings.json | | | | |")
+    passing = [g for g in d.get("reached_goals") or [] if g.get("tests") and not g.get("failing")]
+    if passing:
+        lines += ["", f"Reached and passing ({len(passing)}): " + ", ".join(
+            f"{_where({'file': g['file'], 'line': g['span'][0] if g['kind'] == 'branch' else g['line']})}"
+            + (f" {P(g.get('outcome'), 20)}" if g['kind'] == 'branch' else "") + f" ({P(g['tests'], 20)} tests)"
+            for g in passing[:30]) + "."]
+    return lines + [""]
+
+
+def _fixed_lines(pr: dict) -> list[str]:
+    fixed = pr.get("fixed") or []
+    if not fixed:
+        return []
+    lines = [f"### Fixed in this PR ({len(fixed)})", "",
+             "Tests that run the changed code, pass here and fail on the base revision:", ""]
+    lines += [f"- {C(f['operator'])} through {P(f['target'], 100)}: on base {P(f['status_on_base'], 40)} "
+              f"({P(f['symptom'], 100)}), {P(len(f.get('instances') or []), 10)} instance(s), e.g. "
+              f"{C(f.get('test') or f['instance'], 160)}" for f in fixed[:20]]
+    if pr.get("still_failing"):
+        lines += ["", "Still failing on this PR where it changed code (an incomplete fix?): " + ", ".join(
+            f"{C(f['operator'])} through {P(f['target'], 100)} ({P(f['symptom'], 100)})"
+            for f in pr["still_failing"][:10]) + "."]
+    return lines + [""]
+
+
 def _pr_section(pr: dict, findings: list) -> list[str]:
     """What the diff touched and why, base attribution, and the changed lines no test reached."""
     lines = [f"## Pull request {P(pr['base'][:12])}..{P(pr['head'][:12])}", ""]
@@ -152,6 +205,12 @@ def _pr_section(pr: dict, findings: list) -> list[str]:
             lines += ["", "**Test gap** — changed lines no instance reached:", ""]
             lines += [f"- {_where(g)} ({P(g['region']) or 'module level'})" for g in cov["unreached"][:30]]
         lines.append("")
+    lines += _directed_lines(pr)
+    lines += _fixed_lines(pr)
+    if pr.get("operators_without_material"):
+        ops = pr["operators_without_material"]
+        lines += [f"**Test gap** — touched operators with no test material: "
+                  f"{', '.join(C(o, 80) for o in ops[:30])}{' …' if len(ops) > 30 else ''}.", ""]
     fz = pr.get("fuzz")
     if fz:
         lines += [f"Graph fuzzing share ({fz['share']:.0%} of the testing budget, "

@@ -22,6 +22,9 @@ from dlci.campaign import Campaign, Clock, RunOptions, publish, stages
 from dlci.config import CONFIG_FILE, Config, ConfigError
 from dlci.findings import is_new
 from dlci.report.document import Report
+from dlci import directed
+from dlci.directed import Search
+from dlci.errors import InfrastructureError
 from dlci.scan import attribution, coverage, selection
 
 DEFAULT_BUDGET = 300.0
@@ -118,10 +121,20 @@ def scan(req: ScanRequest) -> Report:
     # its diversity and the first case of each variant kind are then about the tests that run
     instances = [i for i in instances if any(i.framework in chosen[t].frameworks for t in route(i) & chosen.keys())]
     pr["instances_selected"] = len(instances)
+    # a touched operator no instance stands for is a gap in the test material, said as such (a neutral check),
+    # never "nothing to test"
+    covered = {c for i in instances for c in operators.instance_ops(i.op)}
+    without = sorted(c for c in want if c not in covered)
+    if without:
+        pr["operators_without_material"] = without
     if not instances and want:
-        pr["test_gap"] = "no migrated instance exists for the touched operators"
+        pr["test_gap"] = (f"no migrated instance exists for the touched operator(s) {', '.join(without[:20])}"
+                          + (f" and {len(without) - 20} more" if len(without) > 20 else ""))
     if not instances and fuzz is None:
-        return nothing_to_test(f"no migrated instance of the touched operators ({', '.join(sorted(want))})")
+        report = nothing_to_test(pr["test_gap"] if want else "no migrated instance of the touched operators")
+        pr["nothing_to_test"] = None  # not a clean run: untested changed code (dlci.report.verdict says so)
+        report.write(out)
+        return report
 
     profiles_here = [profiles.PROFILES[n] for n in analysis.profiles]
     workdir = Path(tempfile.mkdtemp(prefix="dlci-scan-"))
@@ -134,6 +147,9 @@ def scan(req: ScanRequest) -> Report:
         head_env = head.env(config, *defaults)
         converter_files = selection.converter_files(analysis)
         trace = tuple(str((head.path / f).resolve()) for f in converter_files)
+        python_path = config.python_path if config.python_path is not None else list(defaults[0])
+        prove_checkout(head, converter_files, python_path, head_env, ".dlci.yml")
+        search = Search.of(repo, converter_files, analysis.touches, head.path) if converter_files else None
         cache = coverage.CoverageCache()
         say(f"{len(instances)} instances of {len({i.op for i in instances})} operators -> "
             f"{', '.join(chosen)}; budget {options.budget:.0f} s")
@@ -150,38 +166,60 @@ def scan(req: ScanRequest) -> Report:
         try:
             clock.testing_starts()
             with stages.open_engine(options, campaign.targets, env=head_env) as engine:
+                # the operators' own tests first; the directed search while changed code is left unreached; the
+                # fuzz share's graphs after them, in what is left
+                end = clock.tests_until if fuzz is None else \
+                    time.monotonic() + (1 - fuzz.share) * (clock.tests_until - time.monotonic())
                 if tests:
-                    # the operators' own tests first; the fuzz share's graphs after them, in what is left
-                    until = clock.tests_until if fuzz is None else \
-                        time.monotonic() + (1 - fuzz.share) * (clock.tests_until - time.monotonic())
+                    until = end if search is None else time.monotonic() + (1 - directed.SHARE) * (
+                        end - time.monotonic())
                     stages.execute(campaign, tests, engine, options, trace_files=trace,
                                    until=until, hard_until=clock.hard,
                                    reaches_change=coverage.reach_test(head.path, converter_files, repo))
+                if search is not None and not campaign.interrupted and time.monotonic() < end - 5:
+                    _directed(campaign, search, engine, options, trace, end, clock, route, chosen, say)
                 if fuzz is not None and not campaign.interrupted:
                     _fuzz(campaign, fuzz, engine, options, clock, say)
             findings = _fold_graph_duplicates(stages.collect(campaign))
-            if (findings or campaign.unsupported) and not campaign.interrupted:
-                say(f"re-running {len(findings)} finding(s) and {len(campaign.unsupported)} unsupported "
-                    f"operator(s) on the base revision {repo.base[:12]}")
+            reach = coverage.reach_test(head.path, converter_files, repo)
+            reaching = _diverse([key for key, cov in campaign.coverage.items() if reach(cov)], campaign)
+            if (findings or campaign.unsupported or reaching) and not campaign.interrupted:
+                say(f"re-running {len(findings)} finding(s), {len(campaign.unsupported)} unsupported "
+                    f"operator(s) and {min(len(reaching), attribution.FIXED_PROBES)} passing test(s) of the changed "
+                    f"code on the base revision {repo.base[:12]}")
                 base = checkouts["base"] = Checkout.create(repo.path, repo.base, workdir, "base")
                 base_build = config.with_build_of(base_config)  # the base builds and imports as its own file says
                 base.prepare(base_build, profiles_here)
                 base_env = base.env(base_build, *defaults)
-                findings = attribution.attribute(findings, campaign, options, base_env, clock.post(0.45), head_env)
+                prove_checkout(base, [f for f in converter_files if (base.path / f).is_file()],
+                               base_build.python_path if base_build.python_path is not None else list(defaults[0]),
+                               base_env, f"{CONFIG_FILE} of the base revision")
+                findings = attribution.attribute(findings, campaign, options, base_env, clock.post(0.45), head_env) \
+                    if findings else []
                 attribution.relabel_support_crashes(findings)
                 findings += attribution.support_removed(campaign, options, base_env, head_env, clock.post(0.55))
                 findings = attribution.fold(findings)
                 findings = _without_old_graph_findings(findings, pr)
+                _no_environment_failure(campaign, findings)
+                fixed = attribution.fixed_in_pr(campaign, options, base_env, reaching, clock.post(0.6))
+                if fixed:
+                    pr["fixed"] = fixed
                 for f in findings:
                     cov = [campaign.coverage.get((iid, f.target), {}) for iid in f.instances]
                     f.reaches_change = coverage.reaches(cov, head.path, converter_files, repo) \
                         if converter_files else None
+                if fixed:  # a fix that left failures of the code it changed: listed beside what it fixed
+                    pr["still_failing"] = [{"operator": f.operator, "target": f.target, "symptom": f.symptom,
+                                            "signature": f.signature} for f in findings
+                                           if f.new_in_pr is False and f.reaches_change]
             findings.sort(key=lambda f: not is_new(f))  # what the PR broke first: reduced and reproduced first
             if options.reduce and findings and not campaign.interrupted:
                 with stages.open_engine(options, campaign.targets, env=head_env) as engine:
                     stages.reduce(findings, campaign, engine, options, until=clock.post(0.75),
                                   hard_until=clock.hard)
             pr["coverage"] = coverage.summary(campaign, head.path, converter_files, repo, cache)
+            if search is not None:
+                pr["directed"] = search.summary(campaign, _skeleton_writer(out))
             pr["head_run"] = head.run_hint(head_env)
             if base_env is not None:
                 pr["base_run"] = checkouts["base"].run_hint(base_env)
@@ -300,3 +338,114 @@ def _targets(analysis, config: Config, req: ScanRequest, pr: dict) -> tuple[dict
                         n for n, r in rules.items() if r.rule.library == selection.RULE_LIBRARIES[t.profile])
         pr["rules"] = sorted(rules)
     return chosen, want
+
+
+def prove_checkout(checkout, converter_files: list[str], python_path: list[str], env: dict, config_name: str) -> None:
+    """The converter files a scan traces must be what its tests import: the revision's own files (or, where its
+    install command built the package, copies of them). Asked of an interpreter started as the test workers are
+    (dlci.exec.origins); anything else is an environment problem (exit 3) naming the file and what to set."""
+    from dlci.exec import origins
+    from dlci.exec.engine import worker_env
+    wanted = {rel: origins.module_for(rel, python_path) for rel in converter_files}
+    modules = sorted({m for m in wanted.values() if m})
+    answers = origins.ask(modules, worker_env(env)) if modules else {}
+    for rel, module in wanted.items():
+        mine = (checkout.path / rel).resolve()
+        if module is None:
+            raise InfrastructureError(
+                f"{rel} of the {checkout.label} revision is not importable with python_path {python_path or '[]'}: "
+                f"no entry holds it, so the tests would run an installed copy instead of the pull request's code. "
+                f"Set python_path in {config_name} to the folder that holds its package (or install: to build it)")
+        got = answers.get(module, "error: not asked")
+        if got.startswith("error:"):
+            raise InfrastructureError(
+                f"the tests of the {checkout.label} revision cannot import {module} ({rel}): {got[7:]}. Set "
+                f"python_path/env in {config_name} (or install: a matching build) so that the checkout imports")
+        same = Path(got) == mine
+        if not same:
+            try:
+                same = Path(got).read_bytes() == mine.read_bytes() and not Path(got).is_relative_to(
+                    Path(__import__("sysconfig").get_paths()["purelib"]))
+            except (OSError, ValueError):
+                same = False
+        if not same:
+            raise InfrastructureError(
+                f"the tests of the {checkout.label} revision import {module} from {got}, not from the checkout's "
+                f"{rel}: the pull request's code would never run. Set python_path in {config_name} to the folder "
+                f"that holds the package (it goes first on PYTHONPATH), or install: to build it into the prefix")
+
+
+# (nearly) every test failing the same way, on both revisions: the environment, not the code
+ENVIRONMENT_SHARE = 0.9
+ENVIRONMENT_MIN_TESTS = 8
+
+
+def _no_environment_failure(campaign, findings: list) -> None:
+    """Raise (exit 3) when nearly every test of the head revision failed with one and the same message that the
+    base revision shows too: an import-level error of the checkout over the installed libraries, never a clean run
+    nor a list of findings."""
+    from collections import Counter
+
+    from dlci.findings import normalize_message
+    outcomes = [o for outs in campaign.failures.values() for o in outs[:1]]
+    st = campaign.stats()
+    total = st["tests_run"]
+    if total < ENVIRONMENT_MIN_TESTS:
+        return
+    per_message = Counter()
+    for sig, outs in campaign.failures.items():
+        per_message[normalize_message(outs[0].message)] += sum(1 for _ in outs)
+    if not per_message:
+        return
+    message, count = per_message.most_common(1)[0]
+    if count < ENVIRONMENT_SHARE * total:
+        return
+    same = [f for f in findings if normalize_message(f.message) == message]
+    if same and all(f.new_in_pr is False for f in same):
+        example = next((o for o in outcomes if normalize_message(o.message) == message), None)
+        raise InfrastructureError(
+            f"{count} of {total} tests failed the same way on both revisions: an environment problem, not a finding "
+            f"({example.symptom if example else ''}: {(example.message if example else message)[:400]}). The "
+            "checkout's Python does not run over the installed libraries: set install: in .dlci.yml to a matching "
+            "build (or python_path/env to one), as dlci's docs say for this repository")
+
+
+def _directed(campaign, search: Search, engine, options, trace, end: float, clock, route, chosen, say) -> None:
+    """The directed search while changed code is left unreached (dlci.directed)."""
+    reach = {name for name in chosen}
+    stream = search.stream_for(campaign, lambda inst: route(inst) & reach, until=end, progress=say)
+    left = len(stream.unreached)
+    if not left:
+        return
+    say(f"directed search: {left} of {len(search.goals)} changed statements and branch outcomes unreached; "
+        f"{len(stream.seeds)} seeds, {max(0.0, end - time.monotonic()):.0f} s")
+    stages.execute(campaign, stream, engine, options, trace_files=trace, until=end, hard_until=clock.hard)
+    say(f"directed search: {len(stream.unreached)} left unreached after {stream.stats['mutants']} mutants")
+
+
+def _skeleton_writer(out: Path):
+    """Writes the test skeleton of an unreached goal under ``out/skeletons`` and returns its relative path."""
+    from dlci.findings.repro import render_skeleton
+
+    def write(inst, target: str, goal) -> str:
+        folder = out / "skeletons"
+        folder.mkdir(parents=True, exist_ok=True)
+        name = f"test_{Path(goal.file).stem}_{goal.span[0]}_{goal.outcome or 'line'}.py".replace("-", "_")
+        (folder / name).write_text(render_skeleton(inst, target, goal.describe()), encoding="utf-8")
+        return f"skeletons/{name}"
+    return write
+
+
+def _diverse(keys: list[tuple[str, str]], campaign) -> list[tuple[str, str]]:
+    """(instance, target) pairs, one per (target, operator, family) first, then the rest: a few re-runs see many
+    ways in."""
+    from dlci.instance import family
+    first, rest, seen = [], [], set()
+    for iid, t in keys:
+        inst = campaign.instances.get(iid)
+        if inst is None:
+            continue
+        k = (t, inst.op, family(inst))
+        (rest if k in seen else first).append((iid, t))
+        seen.add(k)
+    return first + rest

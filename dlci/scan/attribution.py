@@ -17,7 +17,7 @@ from dlci.findings import Finding
 from dlci.outcome import CRASH, UNSUPPORTED, Outcome, same_digest
 
 BASE_RERUNS = 8  # instances of one finding re-run on the base revision, each attributed on its own
-SUPPORT_PROBES = 4  # instances per (target, operator) said unsupported on head that are tried on base
+SUPPORT_PROBES = 16  # per (target, operator): one of each kind said unsupported on head (cheap: they stop early)
 HEAD_AGAIN = 2  # head re-runs of a wrong result whose numbers differ on base (are they stable at all?)
 SUPPORT_GROUPS = 40  # (target, operator) pairs probed at most
 
@@ -234,7 +234,7 @@ def check_on_base(findings: list[Finding], options: RunOptions, base_env: dict, 
     import sys
     from concurrent.futures import ThreadPoolExecutor
     from dlci.exec import cancel
-    from dlci.findings.repro import scrubbed_env
+    from dlci.findings.repro import test_env
 
     def on_base(f: Finding) -> None:
         limit = 600.0 if until is None else until - time.monotonic()
@@ -243,7 +243,7 @@ def check_on_base(findings: list[Finding], options: RunOptions, base_env: dict, 
         path = (options.out / f.repro).resolve()
         try:
             proc = cancel.run([sys.executable, str(path)], timeout=limit, cwd=str(path.parent),
-                              env=scrubbed_env(base_env))
+                              env=test_env(base_env))
         except subprocess.TimeoutExpired:
             path.with_suffix(".base.log").write_text(f"timed out after {limit:.0f} s\n")
             return
@@ -260,3 +260,34 @@ def check_on_base(findings: list[Finding], options: RunOptions, base_env: dict, 
                               "fails there the same way: already on base"}
     with ThreadPoolExecutor(max(1, options.workers)) as pool:
         list(pool.map(on_base, [f for f in findings if f.repro]))
+
+
+FIXED_PROBES = 24  # head-passing tests that ran changed code, re-run on base to find what the PR fixed
+
+
+def fixed_in_pr(campaign: Campaign, options: RunOptions, base_env: dict, reaching: list[tuple[str, str]],
+                deadline: float) -> list[dict]:
+    """What the pull request fixed: tests that ran changed code and passed on head, re-run on the base revision,
+    where they fail (twice, the same way). One entry per (target, operator, failure)."""
+    failed = {(o.instance_id, o.target) for outs in campaign.failures.values() for o in outs}
+    failed |= {(o.instance_id, o.target) for outs in campaign.unsupported.values() for o in outs}
+    passing = [(iid, t) for iid, t in reaching if iid in campaign.instances and (iid, t) not in failed][:FIXED_PROBES]
+    jobs = [_job(f"fixed{n}", campaign, iid, t) for n, (iid, t) in enumerate(passing)]
+    first = _run(jobs, campaign, options, base_env, "fixed", deadline)
+    failing = [j for j in jobs if j.id in first and F.is_failure(first[j.id])]
+    again = _run([_job(f"fixed-again{n}", campaign, j.instance_id, j.target) for n, j in enumerate(failing)],
+                 campaign, options, base_env, "fixed-confirm", deadline)
+    found: dict[tuple, dict] = {}
+    for n, j in enumerate(failing):
+        o, o2 = first[j.id], again.get(f"fixed-again{n}:{j.instance_id}@{j.target}")
+        if o2 is None or campaign.signature(o2) != campaign.signature(o):
+            continue
+        key = (j.target, j.op, campaign.signature(o))
+        if key in found:
+            found[key]["instances"].append(j.instance_id)
+            continue
+        inst = campaign.instances[j.instance_id]
+        found[key] = {"operator": j.op, "target": j.target, "status_on_base": o.status, "symptom": o.symptom,
+                      "stage": o.stage, "message": (o.message or "")[:500], "instance": j.instance_id,
+                      "test": inst.origin.test, "instances": [j.instance_id]}
+    return list(found.values())

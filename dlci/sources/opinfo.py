@@ -1,7 +1,8 @@
 """``opinfo``: PyTorch's OpInfo database (``common_methods_invocations.op_db``) as operator instances.
 
-Per OpInfo: ``sample_inputs`` and ``reference_inputs`` in float32 (plus a few int64 / bool samples where the
-OpInfo supports them), generated under ``torch.manual_seed(stable_seed(op))``. Every kept sample was run twice
+Per OpInfo: ``sample_inputs`` and ``reference_inputs`` in float32 (an operator without float32, such as the bitwise
+ones and shifts, in its first integer or bool dtype), plus a sample in every other dtype the entry declares (a few
+int64 and bool ones), generated under ``torch.manual_seed(stable_seed(op))``. Every kept sample was run twice
 through its rebuilt recipe (:func:`dlci.models.rebuild.torch_call`) to prove it rebuilds, is deterministic,
 returns tensors and leaves its inputs untouched.
 """
@@ -25,7 +26,11 @@ from dlci.sources._common import Slots, dist_version, encode
 _RANDOM_NAME = re.compile(r"(^|[._])(bernoulli|normal|rand\w*|dropout\w*|\w*_dropout|multinomial|uniform|"
                           r"exponential|geometric|cauchy|log_normal|poisson|rrelu|random\w*|"
                           r"fractional_max_pool\w*)($|[._])")
-_EXTRA_DTYPES = ("int64", "bool")
+# every dtype an OpInfo entry declares gets a sample or two: converters keep dtype tables, casts and integer paths of
+# their own (bitwise ops and shifts exist in integer dtypes only); int64 and bool first, as before
+_EXTRA_DTYPES = ("int64", "bool", "int32", "uint8", "int8", "int16", "float64", "float16", "bfloat16", "complex64")
+# an operator without float32 (integer-only: bitwise, shifts, gcd...) takes the first of these as its main dtype
+_MAIN_DTYPES = ("float32", "int64", "int32", "bool", "uint8", "int16", "int8", "float64", "complex64")
 
 
 def op_id(op) -> str:
@@ -130,8 +135,8 @@ class OpInfoSource(Source):
             return "op:factory"  # (empty & co.: their converters are worth testing for shape, dtype and crashes)
         if is_random(op) and op.name not in RANDOM_ONLY_BY:
             return "op:random"
-        if not op.supports_dtype(torch.float32, "cpu"):
-            return "op:no-float32"
+        if not any(op.supports_dtype(getattr(torch, d), "cpu") for d in _MAIN_DTYPES):
+            return "op:no-dtype"
         return None
 
     def harvest(self, limit_per_op: int | None = None) -> Iterator[Instance]:
@@ -166,7 +171,10 @@ class OpInfoSource(Source):
         variant = op.variant_test_name or ""
         seed = stable_seed("opinfo", op.name, variant)
         supported = {str(d).replace("torch.", "") for d in op.supported_dtypes("cpu")}
-        extra = {d: min(3, cap // 8) for d in _EXTRA_DTYPES if d in supported}
+        main = getattr(torch, next(d for d in _MAIN_DTYPES if d in supported))
+        firsts = {"int64": min(3, cap // 8), "bool": min(3, cap // 8)}
+        extra = {d: firsts.get(d, 1 if cap >= 16 else 0) for d in _EXTRA_DTYPES if d in supported
+                 and d != str(main).replace("torch.", "")}
         n_float = cap - sum(extra.values())
         n_ref = n_float // 3 if op.reference_inputs_func is not None else 0
         seen: set[str] = set()
@@ -197,10 +205,10 @@ class OpInfoSource(Source):
                     kept += 1
                     yield inst
 
-        samples = start(op.sample_inputs, torch.float32, "sample")
+        samples = start(op.sample_inputs, main, "sample")
         yield from take(samples, n_float - n_ref)
         if n_ref:
-            yield from take(start(op.reference_inputs, torch.float32, "reference"), n_ref)
+            yield from take(start(op.reference_inputs, main, "reference"), n_ref)
         # few reference inputs: go on with the same sample generator (regenerating would only yield duplicates)
         yield from take(samples, n_float - kept)
         for dname, n in extra.items():

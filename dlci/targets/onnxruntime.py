@@ -71,7 +71,34 @@ def ort_run(sess: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     names = [i.name for i in sess.get_inputs()]
     if len(names) != len(inputs):
         raise ValueError(f"session has {len(names)} inputs, test has {len(inputs)}")
-    return [np.asarray(o) for o in sess.run(None, dict(zip(names, inputs)))]
+    bf16 = any(x.dtype.name == "bfloat16" for x in inputs) or any(
+        o.type == "tensor(bfloat16)" for o in sess.get_outputs())
+    if not bf16:
+        return [np.asarray(o) for o in sess.run(None, dict(zip(names, inputs)))]
+    # numpy has no bfloat16 that ORT's Python binding reads or writes (ml_dtypes' is refused: "Numpy_type 256 can't
+    # be converted"): such tensors cross as OrtValues of their 16-bit patterns
+    import onnxruntime as ort
+    from onnx import TensorProto
+    feeds = {n: ort.OrtValue.ortvalue_from_numpy_with_onnx_type(np.ascontiguousarray(x).view(np.uint16),
+                                                                 TensorProto.BFLOAT16)
+             if x.dtype.name == "bfloat16" else ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(x))
+             for n, x in zip(names, inputs)}
+    return [_ort_numpy(o) for o in sess.run_with_ort_values(None, feeds)]
+
+
+def _ort_numpy(value: Any) -> np.ndarray:
+    """An OrtValue as numpy; a bfloat16 one read as its bit patterns (ml_dtypes.bfloat16)."""
+    if value.data_type() != "tensor(bfloat16)":
+        return np.asarray(value.numpy())
+    import ctypes
+
+    import ml_dtypes
+    shape = value.shape()
+    n = int(np.prod(shape)) if shape else 1
+    if n == 0:
+        return np.zeros(shape, dtype=ml_dtypes.bfloat16)
+    raw = (ctypes.c_uint16 * n).from_address(value.data_ptr())
+    return np.frombuffer(raw, dtype=np.uint16).copy().reshape(shape).view(ml_dtypes.bfloat16)
 
 
 @register

@@ -1,0 +1,326 @@
+"""The directed search's mutation operators: one registry, each operator small and declarative.
+
+A mutation takes any instance (a migrated one, a variant, an earlier mutant) and gives new instances that present
+the operator another way the operator's schema allows. Two kinds:
+
+- the variant sources' rewrites (dlci.sources.{torch,onnx,tflite}_variants: arguments by name or by position,
+  defaults left out or written, dynamic dims, inputs as initializers or Constant nodes, older opsets, optional
+  inputs absent, low-precision dtypes...), applied here to whatever instance comes, so that they compose;
+- rewrites that change what is computed, checked by the framework's own reference (the call must run eagerly):
+  negative dims, a per-axis tuple of distinct values for a scalar setting and back, size-1 and size-0 dims, rank
+  0, every dtype the operator runs in, one input in another dtype than the others.
+
+``reads``: the words in a converter's changed code that make a mutation a first choice (code that reads ``axis``
+asks for negative dims; code that reads ``dtype`` for other dtypes; ``opset``/``_impl_v`` for older versions).
+"""
+from __future__ import annotations
+
+import copy
+import re
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from dlci.instance import Instance, Origin, TensorSpec
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    framework: str
+    reads: tuple[str, ...]
+    candidates: Callable[[Instance], Iterator[Any]]   # payloads, before validation
+    build: Callable[[Instance, Any], Instance]        # the mutant; ValueError when it is not a valid case
+
+    def apply(self, inst: Instance, limit: int = 4) -> list[Instance]:
+        """Up to ``limit`` valid mutants of ``inst``."""
+        out = []
+        try:
+            payloads = list(self.candidates(inst))
+        except Exception:  # noqa: BLE001 - an instance this mutation cannot read
+            return []
+        for payload in payloads:
+            if len(out) >= limit:
+                break
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    m = self.build(inst, payload)
+            except Exception:  # noqa: BLE001 - not a valid case of the operator: the schema said no
+                continue
+            if m is not None and m.id != inst.id:
+                out.append(m)
+        return out
+
+
+MUTATIONS: dict[str, Mutation] = {}
+
+
+def register(m: Mutation) -> Mutation:
+    MUTATIONS[m.name] = m
+    return m
+
+
+def for_instance(inst: Instance) -> list[Mutation]:
+    return [m for m in MUTATIONS.values() if m.framework == inst.framework]
+
+
+def _mutant(inst: Instance, kind: str, detail: str, *, call: dict | None = None, arrays: dict | None = None,
+            inputs: list | None = None) -> Instance:
+    """A mutant of ``inst`` named after what changed (its origin keeps the whole chain)."""
+    arrays = dict(inst.arrays if arrays is None else arrays)
+    for k in [k for k in arrays if k.startswith("expected:")]:
+        arrays.pop(k)  # what the base expected no longer holds: the reference computes it again
+    return Instance(op=inst.op, framework=inst.framework, call=copy.deepcopy(call if call is not None else inst.call),
+                    inputs=list(inputs if inputs is not None else inst.inputs), params=dict(inst.params),
+                    seed=inst.seed, arrays=arrays,
+                    origin=Origin(inst.origin.source, f"{inst.origin.test} [{kind}: {detail}]", inst.origin.library))
+
+
+def _checked_torch(m: Instance) -> Instance:
+    """``m`` if eager PyTorch runs it with a result that is not all NaN/Inf (the framework's own reference says the
+    schema allows it), else ValueError."""
+    from dlci import models
+    got = models.reference(m)[0]
+    if got and all(g.dtype.kind in "fc" and g.size and not np.isfinite(g).any() for g in got):
+        raise ValueError("no finite output")
+    return m
+
+
+# -- the variant sources' rewrites, as mutations ------------------------------------------------------------------
+
+_VARIANT_READS = {
+    "keywords": ("kwargs", "args[", "node.args", "get(", "kwargs.get"),
+    "positional": ("args[", "node.args", "len(node.args", "len(args"),
+    "defaults_omitted": ("None", "default", "get(", "is None", "len(node.args", "kwargs.get"),
+    "defaults_explicit": ("None", "default", "overload", "kwargs"),
+    "dynamic_batch": ("SymInt", "sym", "dynamic", "tir.Var", "shape_var", "ShapeExpr", "PrimExpr", "Any"),
+    "dynamic_dims": ("SymInt", "sym", "dynamic", "tir.Var", "shape_var", "ShapeExpr", "PrimExpr", "Any"),
+    "scalar_operand": ("scalar", "Scalar", "isinstance", "float", "int", "const", "promote"),
+    "dtype": ("dtype", "float16", "bfloat16", "astype", "cast", "Cast"),
+    "initializer": ("Constant", "const", "get_constant", "GenericConst", "initializer", "params", "numpy()"),
+    "constant_node": ("Constant", "const", "get_constant", "GenericConst"),
+    "all_initializers": ("Constant", "const", "fold", "get_constant"),
+    "exported_params": ("keep_params", "params", "Var", "initializer"),
+    "opset": ("opset", "_impl_v", "version", "since"),
+    "symbolic_batch": ("dim_param", "symbolic", "tir.Var", "shape_var", "Any", "dynamic"),
+    "symbolic_dims": ("dim_param", "symbolic", "tir.Var", "shape_var", "Any", "dynamic"),
+    "optional_absent": ("None", "len(inputs", "optional", "is None", "inputs["),
+    "attribute_default": ("attr", "get(", "default", "None"),
+    "rank": ("ndim", "rank", "len(", "shape", "axes"),
+}
+
+
+def _variant_mutations() -> None:
+    from dlci import sources
+    from dlci.sources.variant_base import VariantSource
+    sources._import_builtin_sources()
+    for cls in list(sources.SOURCES.values()):
+        if not (isinstance(cls, type) and issubclass(cls, VariantSource)):
+            continue
+        src = cls()
+        for kind in cls.kinds:
+            def candidates(inst, src=src, kind=kind):
+                if not src.accepts(inst):
+                    return
+                for k, payload in src.candidates(inst):
+                    if k == kind:
+                        yield payload
+
+            def build(inst, payload, src=src, kind=kind):
+                v = src.build(inst, kind, payload)
+                # a variant source names its variants as its own; a mutant keeps its base's source and chain
+                return Instance(op=v.op, framework=v.framework, call=v.call, inputs=v.inputs, params=v.params,
+                                seed=v.seed, arrays=v.arrays, origin=Origin(
+                                    inst.origin.source, inst.origin.test + v.origin.test[v.origin.test.rfind(" ["):],
+                                    inst.origin.library))
+            register(Mutation(f"{cls.framework}.{kind}", cls.framework, _VARIANT_READS.get(kind, ()), candidates,
+                              build))
+
+
+# -- torch: rewrites that change what is computed ------------------------------------------------------------------
+
+_DIM_NAMES = {"dim", "dims", "axis", "axes", "start_dim", "end_dim", "dim0", "dim1", "source", "destination"}
+_PER_AXIS = {"stride", "padding", "dilation", "kernel_size", "output_padding", "output_size", "size",
+             "scale_factor", "shifts"}
+_DTYPES = ("float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", "bool", "complex64")
+
+
+def _torch_params(inst: Instance) -> list[dict]:
+    from dlci.reduce._introspect import torch_fn_params
+    try:
+        return torch_fn_params(inst.call["fn"]) or []
+    except Exception:  # noqa: BLE001
+        return []
+
+
+def _named_args(inst: Instance) -> list[tuple[str, Any, str]]:
+    """(parameter name, value, where: "arg<i>" | "kw:<name>") of a torch_fn call's non-tensor arguments."""
+    params = _torch_params(inst)
+    out = []
+    for i, v in enumerate(inst.call.get("args", [])):
+        if i and not (isinstance(v, dict) and "$t" in v):
+            out.append((params[i]["name"] if i < len(params) else f"arg{i}", v, f"arg{i}"))
+    for k, v in inst.call.get("kwargs", {}).items():
+        if not (isinstance(v, dict) and "$t" in v):
+            out.append((k, v, f"kw:{k}"))
+    return out
+
+
+def _with_value(call: dict, where: str, value) -> dict:
+    call = copy.deepcopy(call)
+    if where.startswith("arg"):
+        call["args"][int(where[3:])] = value
+    else:
+        call.setdefault("kwargs", {})[where[3:]] = value
+    return call
+
+
+def _first_rank(inst: Instance) -> int:
+    return len(inst.inputs[0].shape) if inst.inputs else 0
+
+
+def _torch_fn(inst: Instance) -> bool:
+    return inst.call.get("kind") == "torch_fn"
+
+
+def _negative_dims(inst: Instance):
+    if not _torch_fn(inst):
+        return
+    rank = _first_rank(inst)
+    for name, v, where in _named_args(inst):
+        if name not in _DIM_NAMES or not rank:
+            continue
+        if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < rank:
+            yield where, v - rank
+        elif isinstance(v, list) and v and all(isinstance(x, int) and 0 <= x < rank for x in v):
+            yield where, [x - rank for x in v]
+
+
+def _per_axis(inst: Instance):
+    if not _torch_fn(inst):
+        return
+    spatial = max(1, _first_rank(inst) - 2)
+    for name, v, where in _named_args(inst):
+        if name not in _PER_AXIS:
+            continue
+        if isinstance(v, int) and not isinstance(v, bool):
+            yield where, [v + i for i in range(spatial)] if spatial > 1 else [v]  # distinct values per axis
+            if spatial > 1:
+                yield where, [v] * spatial
+        elif isinstance(v, list) and v and len(set(map(str, v))) == 1 and isinstance(v[0], int):
+            yield where, v[0]  # the uniform tuple as the scalar it stands for
+        elif isinstance(v, list) and len(v) > 1 and all(isinstance(x, int) for x in v):
+            yield where, list(reversed(v)) if len(set(v)) > 1 else [v[0] + i for i in range(len(v))]
+
+
+def _set_value(inst: Instance, payload) -> Instance:
+    where, value = payload
+    return _checked_torch(_mutant(inst, "value", f"{where[3:] if where.startswith('kw:') else where}={value!r}",
+                                  call=_with_value(inst.call, where, value)))
+
+
+def _shaped(inst: Instance, fn: Callable[[np.ndarray], np.ndarray | None], kind: str, detail: str) -> Instance:
+    arrays, inputs = dict(inst.arrays), []
+    changed = False
+    for i, a in enumerate(inst.input_arrays()):
+        b = fn(a)
+        if b is not None:
+            arrays[f"in:{i}"], changed = np.ascontiguousarray(b), True
+        inputs.append(TensorSpec.of(arrays[f"in:{i}"]))
+    if not changed:
+        raise ValueError("nothing to reshape")
+    return _checked_torch(_mutant(inst, kind, detail, arrays=arrays, inputs=inputs))
+
+
+def _dims_to_cut(inst: Instance):
+    if not (_torch_fn(inst) or inst.framework == "torch") or not inst.inputs:
+        return
+    shape = inst.inputs[0].shape
+    for d, n in enumerate(shape):
+        if n > 1:
+            yield d
+
+
+def _cut(size: int):
+    def build(inst: Instance, d: int) -> Instance:
+        first = tuple(inst.inputs[0].shape)
+
+        def fn(a):  # every input shaped like the first is cut the same way (elementwise partners stay aligned)
+            return a.take(range(size), axis=d) if a.ndim > d and tuple(a.shape) == first else None
+        return _shaped(inst, fn, f"size_{size}", f"dim {d} of the inputs shaped {list(first)} cut to {size}")
+    return build
+
+
+def _rank_zero_candidates(inst: Instance):
+    if inst.framework == "torch" and inst.inputs and any(s.shape for s in inst.inputs):
+        yield 0
+
+
+def _rank_zero(inst: Instance, _payload) -> Instance:
+    return _shaped(inst, lambda a: np.asarray(a.reshape(-1)[0] if a.size else np.zeros((), a.dtype)) if a.ndim
+                   else None, "rank_0", "every input as a rank-0 tensor of its first element")
+
+
+def _np_dtype(name: str):
+    if name == "bfloat16":
+        import ml_dtypes
+        return ml_dtypes.bfloat16
+    return np.dtype(name)
+
+
+def _cast(a: np.ndarray, name: str) -> np.ndarray:
+    t = _np_dtype(name)
+    if name == "bool":
+        return a != 0
+    if name.startswith(("int", "uint")):
+        info = np.iinfo(t)
+        return np.clip(np.round(np.nan_to_num(a.astype(np.float64))), info.min, info.max).astype(t)
+    return a.astype(t)
+
+
+def _dtype_candidates(inst: Instance):
+    if inst.framework != "torch" or not inst.inputs:
+        return
+    have = {s.dtype for s in inst.inputs}
+    for name in _DTYPES:
+        if name not in have:
+            yield ("all", name)
+    if len(inst.inputs) > 1:  # mixed precision: the second tensor alone in another dtype (promotion in converters)
+        for name in ("float16", "float64", "int64", "bool"):
+            if inst.inputs[1].dtype != name:
+                yield ("one", name)
+
+
+def _dtype(inst: Instance, payload) -> Instance:
+    which, name = payload
+    arrays, inputs = dict(inst.arrays), []
+    for i, a in enumerate(inst.input_arrays()):
+        if which == "all" or i == 1:
+            arrays[f"in:{i}"] = _cast(a, name)
+        inputs.append(TensorSpec.of(arrays[f"in:{i}"]))
+    detail = f"every input as {name}" if which == "all" else f"input 1 as {name}, the others as they were"
+    return _checked_torch(_mutant(inst, "dtype_any", detail, arrays=arrays, inputs=inputs))
+
+
+register(Mutation("torch.negative_dim", "torch", ("dim", "axis", "axes", "< 0", "+ len", "ndim", "rank", "%"),
+                  _negative_dims, _set_value))
+register(Mutation("torch.per_axis", "torch", ("stride", "padding", "dilation", "kernel", "isinstance", "tuple",
+                                              "list", "len(", "[0]", "[1]"), _per_axis, _set_value))
+register(Mutation("torch.size_1", "torch", ("== 1", "squeeze", "broadcast", "shape", "expand", "1)"),
+                  _dims_to_cut, _cut(1)))
+register(Mutation("torch.size_0", "torch", ("== 0", "empty", "numel", "size", "shape", "len("),
+                  _dims_to_cut, _cut(0)))
+register(Mutation("torch.rank_0", "torch", ("ndim", "rank", "len(", "shape", "scalar", "== 0", "[-1]"),
+                  _rank_zero_candidates, _rank_zero))
+register(Mutation("torch.dtype_any", "torch", ("dtype", "int", "bool", "float", "astype", "cast", "promote",
+                                               "is_floating", "uint", "complex"), _dtype_candidates, _dtype))
+_variant_mutations()
+
+
+def preference(mutation: Mutation, code: str) -> int:
+    """How many of the mutation's words the (unreached, changed) code holds: its priority for that code."""
+    return sum(1 for word in mutation.reads if word in code) + (2 if re.search(
+        r"\b" + re.escape(mutation.name.split(".", 1)[1]) + r"\b", code) else 0)

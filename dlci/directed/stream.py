@@ -1,0 +1,202 @@
+"""The directed search as a campaign's test source (dlci.campaign.stages.execute takes its tests as they come and
+tells it every outcome): while a goal is unreached, mutate the instances whose traces came closest to one, and keep
+a mutant as a seed when it comes closer than any test before it or reaches a goal.
+
+Seeds are chosen by their distance (dlci.directed.distance) to the unreached goals: the closest get the most
+mutants, as AFLGo's power schedule gives the most energy to the seeds nearest the target; among a seed's mutations,
+those whose words the goal's code reads come first (dlci.directed.mutations.preference), the others after, in a
+seeded random order. A mutant runs on every target its operator's tests reach the changed converter through.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from dlci.campaign.stages import Test
+from dlci.directed import mutations as M
+from dlci.directed.distance import INF, Distances
+from dlci.directed.goals import Goal, reached
+from dlci.instance import Instance
+from dlci.outcome import INVALID
+
+MAX_DEPTH = 3        # mutations stacked on one migrated instance
+PER_PICK = 2         # mutants of one (seed, mutation) pick
+POOL = 64            # seeds kept (the closest)
+# the search ends when this long, and this many mutants, brought no goal and no trace closer to one: what is left is
+# reported with its closest test (goals no input of the operator can reach, such as a branch for an argument type the
+# framework never passes, must not cost the scan its budget)
+STALL_SECONDS = 25.0
+STALL_MUTANTS = 30
+
+
+@dataclass
+class _Seed:
+    inst: Instance
+    targets: set[str]
+    distance: float
+    depth: int = 0
+    tried: Counter = field(default_factory=Counter)  # mutation name -> times applied
+
+
+class DirectedStream:
+    self_scheduling = True
+
+    def __init__(self, campaign, goals: list[Goal], distances: Distances, route: Callable[[Instance], set[str]],
+                 root, operators_of: Callable[[Instance], set[str]], code: dict[Goal, str], *, seed: int = 0,
+                 progress=lambda msg: None, until: float | None = None):
+        self.campaign, self.goals, self.dist, self.route, self.root = campaign, goals, distances, route, root
+        self.operators_of, self.code, self.progress, self.until = operators_of, code, progress, until
+        self.rng = np.random.default_rng(seed)
+        self.unreached: set[Goal] = set(goals)
+        self.reached_by: dict[Goal, str] = {}
+        self.best: dict[Goal, float] = {g: INF for g in goals}
+        self.seeds: dict[str, _Seed] = {}
+        self.depth: dict[str, int] = {}
+        self.seen: set[str] = set()
+        self.stats = Counter()
+        self.per_mutation = Counter()
+        self.reaching_mutation: dict[str, str] = {}  # goal -> the mutation whose mutant first reached it
+        self._mutation_of: dict[str, str] = {}
+        self.t0 = time.monotonic()
+        self.progress_at = (self.t0, 0)  # (when, mutants made then): the last goal reached or trace come closer
+
+    # -- what the plan's tests already did ------------------------------------------------------------------------
+    def take_in(self, outcomes: list[tuple[Instance, str, dict, dict]]) -> None:
+        """The traces of the tests that ran before the search ((instance, target, lines, arcs)): goals they
+        reached are done, and the closest of them are the first seeds."""
+        for inst, target, lines, arcs in outcomes:
+            self.seen.add(inst.id)
+            self._account(inst, target, lines, arcs, depth=0)
+
+    def _account(self, inst: Instance, target: str, lines: dict, arcs: dict, depth: int) -> bool:
+        """Goals reached and distances of one trace; True when it came closer to some unreached goal than any trace
+        before it (a seed worth keeping)."""
+        for g in list(self.unreached):
+            if reached(g, lines, arcs, self.root):
+                self.unreached.discard(g)
+                self.reached_by[g] = inst.id
+                if inst.id in self._mutation_of:
+                    self.reaching_mutation[g.describe()] = self._mutation_of[inst.id]
+        if not self.unreached:
+            return False
+        ops = self.operators_of(inst)
+        closest, closer = INF, False
+        for g in self.unreached:
+            d = self.dist.to_goal(g, lines, ops)
+            closest = min(closest, d)
+            if d < self.best[g]:
+                self.best[g] = d
+                closer = True
+        if closest < INF:
+            seed = self.seeds.get(inst.id)
+            if seed is None:
+                self.seeds[inst.id] = _Seed(inst, {target}, closest, depth)
+            else:
+                seed.targets.add(target)
+                seed.distance = min(seed.distance, closest)
+            if len(self.seeds) > POOL:
+                worst = max(self.seeds.values(), key=lambda s: (s.distance, -s.depth))
+                self.seeds.pop(worst.inst.id)
+        return closer
+
+    # -- the stream ---------------------------------------------------------------------------------------------
+    def __iter__(self):
+        idle = 0
+        while self.unreached and (self.until is None or time.monotonic() < self.until):
+            when, made_then = self.progress_at
+            if time.monotonic() - when > STALL_SECONDS and self.stats["mutants"] - made_then >= STALL_MUTANTS:
+                self.stats["stalled"] += 1
+                return
+            made = self._next()
+            if not made:
+                idle += 1
+                if idle > 3 * max(1, len(self.seeds)):
+                    self.stats["exhausted"] += 1
+                    return
+                continue
+            idle = 0
+            for test in made:
+                yield test
+
+    def _pick_seed(self) -> _Seed | None:
+        live = [s for s in self.seeds.values() if s.depth < MAX_DEPTH]
+        if not live:
+            return None
+        # power schedule: weight 1 / (1 + distance), the unexplored first among equals
+        w = np.array([1.0 / (1.0 + s.distance) / (1.0 + 0.2 * sum(s.tried.values())) for s in live])
+        return live[int(self.rng.choice(len(live), p=w / w.sum()))]
+
+    def _goal_code(self, seed: _Seed) -> str:
+        near = sorted(self.unreached, key=lambda g: self.dist.to_goal(
+            g, self.campaign.coverage.get((seed.inst.id, next(iter(seed.targets))), {}), self.operators_of(seed.inst)))
+        return "\n".join(self.code.get(g, "") for g in near[:3])
+
+    def _next(self) -> list[Test]:
+        seed = self._pick_seed()
+        if seed is None:
+            return []
+        muts = M.for_instance(seed.inst)
+        if not muts:
+            seed.depth = MAX_DEPTH
+            return []
+        code = self._goal_code(seed)
+        # the mutations the goal's code asks for first, each tried less often the more it was on this seed
+        score = np.array([M.preference(m, code) + 1.0 for m in muts]) / (1.0 + np.array(
+            [seed.tried[m.name] for m in muts]))
+        order = [muts[i] for i in np.argsort(-(score + self.rng.random(len(muts)) * 0.5))]
+        for m in order[:3]:
+            seed.tried[m.name] += 1
+            mutants = [x for x in m.apply(seed.inst, limit=PER_PICK * 2) if x.id not in self.seen]
+            self.stats["mutants_tried"] += 1
+            if not mutants:
+                continue
+            picks = [mutants[i] for i in self.rng.permutation(len(mutants))[:PER_PICK]]
+            tests = []
+            for inst in picks:
+                self.seen.add(inst.id)
+                self.campaign.instances[inst.id] = inst
+                self.depth[inst.id] = seed.depth + 1
+                self._mutation_of[inst.id] = m.name
+                self.per_mutation[m.name] += 1
+                targets = self.route(inst) & seed.targets or self.route(inst)
+                tests += [Test(inst, t) for t in sorted(targets)]
+            if tests:
+                self.stats["mutants"] += len(picks)
+                return tests
+        return []
+
+    def observe(self, test: Test, outcome, new_signature: bool) -> None:
+        self.stats["tests"] += 1
+        if outcome.status == INVALID:
+            self.stats["invalid"] += 1
+            return
+        before = len(self.unreached)
+        closer = self._account(test.instance, test.target, outcome.coverage or {}, getattr(outcome, "arcs", {}) or {},
+                               self.depth.get(test.instance.id, 1))
+        if len(self.unreached) < before:
+            self.stats["goals_reached"] += before - len(self.unreached)
+            self.progress(f"directed search: {before - len(self.unreached)} more goal(s) reached by "
+                          f"{self._mutation_of.get(test.instance.id, 'a mutant')} "
+                          f"({len(self.unreached)} left)")
+        if closer or len(self.unreached) < before or new_signature:
+            self.stats["closer"] += closer
+            self.progress_at = (time.monotonic(), self.stats["mutants"])
+
+    def describe(self) -> dict:
+        return {"goals": len(self.goals), "reached_before": len(self.goals) - len(self.unreached)
+                - self.stats["goals_reached"], "reached_by_search": self.stats["goals_reached"],
+                "unreached": len(self.unreached), "mutants": self.stats["mutants"],
+                "tests": self.stats["tests"], "invalid": self.stats["invalid"],
+                "seconds": round(time.monotonic() - self.t0, 1), "ended": "stalled" if self.stats["stalled"]
+                else "exhausted" if self.stats["exhausted"] else "all reached" if not self.unreached else "budget",
+                "per_mutation": dict(self.per_mutation.most_common()),
+                "reaching_mutation": self.reaching_mutation}
+
+
+def finite(x: float) -> float | None:
+    return None if math.isinf(x) else x

@@ -1,0 +1,140 @@
+"""The directed search's parts: goals from changed code, distances in the call graph and control flow, the
+mutation operators on real instances."""
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+from dlci.directed import distance as D
+from dlci.directed import goals as G
+
+CONVERTER = textwrap.dedent('''\
+    def _helper(x, axis):
+        if axis < 0:
+            axis = axis + 3
+        return axis
+
+
+    class Importer:
+        def _reduce(self, node):
+            axis = node.kwargs.get("dim", 0)
+            if isinstance(axis, (list, tuple)):
+                axes = [self._norm(a) for a in axis]
+            else:
+                axes = [_helper(node, axis)]
+            for a in axes:
+                if a == 0:
+                    continue
+            try:
+                keep = node.kwargs["keepdim"]
+            except KeyError:
+                keep = False
+            return axes, keep
+
+        def _norm(self, a):
+            return _helper(None, a)
+    ''')
+
+
+def _trace(func, *args) -> tuple[dict, dict]:
+    """Lines and arcs of ``func``'s file while it runs, the way the worker's tracer records them."""
+    from dlci.testcase import _line_tracer
+    hits, arcs = {}, {}
+    path = func.__code__.co_filename
+    sys.settrace(_line_tracer(frozenset([path]), hits, arcs))
+    try:
+        func(*args)
+    finally:
+        sys.settrace(None)
+    return {k: sorted(v) for k, v in hits.items()}, {k: sorted(v) for k, v in arcs.items()}
+
+
+def test_goals_are_the_changed_statements_and_the_branch_outcomes_of_changed_functions():
+    fg = G.file_goals("conv.py", CONVERTER, {13})  # `axes = [_helper(node, axis)]` in Importer._reduce
+    statements = [g for g in fg.goals if g.kind == "statement"]
+    assert [(g.line, g.function) for g in statements] == [(13, "Importer._reduce")]
+    outcomes = {(g.span[0], g.outcome) for g in fg.goals if g.kind == "branch"}
+    assert outcomes == {(10, "true"), (10, "false"), (14, "enter"), (14, "skip"), (15, "true"), (15, "false"),
+                        (17, "except")}
+    assert all(g.function == "Importer._reduce" for g in fg.goals)  # _helper was not changed: not a goal
+    false_branch = next(g for g in fg.goals if g.span[0] == 15 and g.outcome == "false")
+    assert false_branch.to[0] == 14  # the loop goes on
+
+
+def test_arcs_from_a_real_trace_say_which_branch_outcomes_ran(tmp_path):
+    path = tmp_path / "conv.py"
+    path.write_text(CONVERTER)
+    ns: dict = {}
+    exec(compile(CONVERTER, str(path), "exec"), ns)
+
+    class Node:
+        kwargs = {"dim": [0, 1]}
+    lines, arcs = _trace(ns["Importer"]()._reduce, Node())
+    key = str(path.resolve())
+    fg = G.file_goals("conv.py", CONVERTER, {13})
+    got = {(g.span[0], g.outcome) for g in fg.goals if G.reached(g, {key: lines[key]}, {key: arcs[key]}, tmp_path)}
+    # a list of dims: the tuple branch, the loop with a 0 (continue) and a 1, keepdim absent (KeyError)
+    assert got == {(10, "true"), (14, "enter"), (14, "skip"), (15, "true"), (15, "false"), (17, "except")}
+
+
+def test_distance_falls_with_the_control_flow_and_the_call_graph(tmp_path):
+    path = tmp_path / "conv.py"
+    path.write_text(CONVERTER)
+    ns: dict = {}
+    exec(compile(CONVERTER, str(path), "exec"), ns)
+    fg = G.file_goals("conv.py", CONVERTER, {13})
+    dist = D.Distances([fg], tmp_path, dispatch={("conv.py", "Importer._reduce"): {"aten::sum"}})
+    goal = next(g for g in fg.goals if g.kind == "statement")  # the scalar-dim path
+
+    class ListDims:
+        kwargs = {"dim": [0]}
+    lines, _ = _trace(ns["Importer"]()._reduce, ListDims())
+    key = str(path.resolve())
+    inside = dist.to_goal(goal, {key: set(lines[key])})
+    assert 0 < inside < D.CALL_HOP  # the function ran; the else branch is a few edges away
+    # a trace that only ran _norm/_helper (callees, not callers) is no nearer than a dispatch guess
+    only_helper = {key: {2, 3, 4}}
+    assert dist.to_goal(goal, only_helper) == D.INF
+    assert dist.to_goal(goal, only_helper, {"aten::sum"}) >= D.DISPATCH
+    assert dist.to_goal(goal, {key: set(lines[key]) | {13}}) == 0
+
+
+@pytest.fixture(scope="module")
+def opinfo():
+    pytest.importorskip("torch")
+    from dlci.sources import load
+    return load("opinfo")
+
+
+def _first(instances, op, pred=lambda i: True):
+    return next(i for i in instances if i.op == op and i.call.get("kind") == "torch_fn" and pred(i))
+
+
+def test_mutations_give_valid_instances_the_reference_accepts(opinfo):
+    from dlci import models
+    from dlci.directed import mutations as M
+    base = _first(opinfo, "aten::sum", lambda i: any(k == "dim" for k in i.call.get("kwargs", {}))
+                  and isinstance(i.call["kwargs"]["dim"], (int, list)) and i.inputs[0].shape)
+    made = {}
+    for name in ("torch.negative_dim", "torch.size_1", "torch.rank_0", "torch.dtype_any", "torch.keywords",
+                 "torch.defaults_explicit"):
+        got = M.MUTATIONS[name].apply(base, limit=3)
+        made[name] = got
+        for m in got:
+            assert m.id != base.id and m.origin.test.startswith(base.origin.test) and " [" in m.origin.test
+            models.reference(m)  # runs eagerly
+    assert made["torch.negative_dim"] and made["torch.dtype_any"] and made["torch.size_1"]
+    neg = made["torch.negative_dim"][0].call["kwargs"]["dim"]
+    assert (neg < 0) if isinstance(neg, int) else all(d < 0 for d in neg)
+    # a mutant of a mutant: the chain is kept
+    again = M.MUTATIONS["torch.dtype_any"].apply(made["torch.negative_dim"][0], limit=1)
+    assert again and again[0].origin.test.count(" [") == 2
+
+
+def test_mutation_preference_reads_the_goals_code():
+    from dlci.directed import mutations as M
+    code = "if axis < 0:\n    axis += x.ndim"
+    ranked = sorted(M.MUTATIONS.values(), key=lambda m: -M.preference(m, code))
+    assert ranked[0].name in ("torch.negative_dim", "torch.rank_0", "onnx.rank")
