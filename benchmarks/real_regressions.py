@@ -76,9 +76,9 @@ def _results(path: Path) -> list[dict]:
 
 
 def scan(repo: Path, head_ref: str, out: Path, budget: float | None, timeout: float,
-         sources: str | None = None) -> dict:
+         sources: str | None = None, extra: tuple[str, ...] = ()) -> dict:
     cmd = [sys.executable, "-m", "dlci", "scan", "--repo", str(repo), "--base", "main", "--head", head_ref,
-           "--out", str(out), "--fail-on", "never"]
+           "--out", str(out), "--fail-on", "never", *extra]
     if budget:
         cmd += ["--budget", str(budget)]
     if sources:
@@ -112,7 +112,13 @@ def judge(case: dict, out: Path, run: dict) -> dict:
     new_on_op = [f for f in new if f in on_op]
     cov = pr.get("coverage") or {}
     rows = _results(out / "results.jsonl")
+    directed = pr.get("directed") or {}
+    search = directed.get("search") or {}
     res.update(
+        frontend=_frontend(case),
+        directed={k: directed.get(k) for k in ("goals", "reached", "statements", "statements_reached")}
+        | {k: search.get(k) for k in ("reached_by_search", "statements_reached_before", "mutants", "seconds",
+                                      "ended")} if directed else None,
         touched_operators=sorted(touched), mapped=bool(touched & case_ops),
         findings=len(findings), new_in_pr=len(new), new_in_pr_on_operator=len(new_on_op),
         on_operator_but_base=sum(1 for f in on_op if not f.get("new_in_pr")),
@@ -171,6 +177,18 @@ def judge(case: dict, out: Path, run: dict) -> dict:
     return res
 
 
+def _frontend(case: dict) -> str:
+    """Which frontend a case's files belong to (the issue's per-frontend figures)."""
+    files = " ".join(case.get("files") or [])
+    if "torch_lib" in files or case.get("package") == "onnxscript":
+        return "onnxscript torchlib"
+    for key, name in (("frontend/onnx", "TVM ONNX"), ("exported_program", "TVM exported program"),
+                      ("fx_translator", "TVM FX"), ("frontend/tflite", "TVM TFLite"), ("frontend/torch", "TVM torch")):
+        if key in files:
+            return name
+    return "other"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", help="comma-separated case ids (default: all)")
@@ -181,6 +199,9 @@ def main():
     ap.add_argument("--baseline-sources", default=None,
                     help="also scan each case with these --sources (e.g. the defaults of dlci test, without the "
                          "scan's variants), side by side")
+    ap.add_argument("--without-directed", action="store_true",
+                    help="also scan each case with --no-directed, side by side (caught with and without the directed "
+                         "search, in the same run)")
     ap.add_argument("--refresh-groundtruth", action="store_true")
     ap.add_argument("--no-scan", action="store_true", help="build and check ground truth only")
     ap.add_argument("--resume", type=Path, default=None,
@@ -240,6 +261,14 @@ def main():
                 judged = judge(case, out_b, run_b)
                 row["baseline"] = {"sources": args.baseline_sources, "outcome": judged.get("outcome"),
                                    "reason": judged.get("reason"), "wall_seconds": run_b["wall_seconds"]}
+            if args.without_directed:
+                out_n = work / case["id"] / "scan-no-directed"
+                run_n = scan(repo, f"pr/{case['id']}", out_n, args.budget, args.timeout, extra=("--no-directed",))
+                judged = judge(case, out_n, run_n)
+                row["without_directed"] = {"outcome": judged.get("outcome"), "reason": judged.get("reason"),
+                                           "wall_seconds": run_n["wall_seconds"],
+                                           "reached_statements": judged.get("reached_statements"),
+                                           "changed_statements": judged.get("changed_statements")}
         rows.append(row)
         print(json.dumps(row), flush=True)
 
@@ -264,11 +293,33 @@ def main():
                                                        for r in ref)} if args.baseline_sources else {}),
         "excluded_upstream_fixes": doc.get("excluded", []),
     }
+    per_frontend: dict = {}
+    for r in reg:
+        f = per_frontend.setdefault(r.get("frontend") or "other", {"cases": 0, "caught": 0})
+        f["cases"] += 1
+        f["caught"] += r["outcome"] == "caught"
+        if args.without_directed:
+            f["caught_without_directed"] = f.get("caught_without_directed", 0) + (
+                (r.get("without_directed") or {}).get("outcome") == "caught")
+    summary["per_frontend"] = per_frontend
+    if args.without_directed:
+        summary["caught_without_directed"] = sum((r.get("without_directed") or {}).get("outcome") == "caught"
+                                                 for r in reg)
+        summary["refactors_with_false_alarm_without_directed"] = sum(
+            (r.get("without_directed") or {}).get("outcome") == "false_alarm" for r in ref)
+        walls_n = [r["without_directed"]["wall_seconds"] for r in rows if r.get("without_directed")]
+        summary["scan_wall_seconds_without_directed"] = {
+            "median": round(statistics.median(walls_n), 1) if walls_n else None, "max": max(walls_n, default=None)}
+        summary["changed_statements_reached"] = {
+            "with_directed": sum(r.get("reached_statements") or 0 for r in rows if "scan" in r),
+            "without_directed": sum((r.get("without_directed") or {}).get("reached_statements") or 0 for r in rows),
+            "changed": sum(r.get("changed_statements") or 0 for r in rows if "scan" in r)}
     print()
     print(f"{'case':34} {'kind':10} {'outcome':11} {'wall s':>7}  reason")
     for r in rows:
         wall = r.get("scan", {}).get("wall_seconds", "")
         base = f" [baseline: {r['baseline']['outcome']}]" if r.get("baseline") else ""
+        base += f" [without directed: {r['without_directed']['outcome']}]" if r.get("without_directed") else ""
         print(f"{r['case']:34} {r['kind']:10} {r.get('outcome', ''):11} {wall!s:>7}  {r.get('reason', '')[:150]}{base}")
     print()
     print(f"caught {summary['caught']}/{summary['regressions_valid']} regressions "

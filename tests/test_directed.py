@@ -138,3 +138,23 @@ def test_mutation_preference_reads_the_goals_code():
     code = "if axis < 0:\n    axis += x.ndim"
     ranked = sorted(M.MUTATIONS.values(), key=lambda m: -M.preference(m, code))
     assert ranked[0].name in ("torch.negative_dim", "torch.rank_0", "onnx.rank")
+
+
+@pytest.mark.slow
+def test_a_scan_reaches_a_branch_no_migrated_instance_takes_and_finds_the_bug_there(tmp_path):
+    """The bundled PR reads a keyword dim under the wrong name; OpInfo passes dim by position, so the operator's own
+    tests never take that branch. The directed search names dim (torch.keywords), reaches it, carries that
+    presentation to the other instances and finds the wrong values, new in the PR."""
+    pytest.importorskip("tvm")
+    import json
+    import subprocess
+    proc = subprocess.run([sys.executable, "-m", "dlci", "scan", "--sample", "tvm-log-softmax-keyword-dim",
+                           "--sources", "opinfo", "--out", str(tmp_path / "out"), "--budget", "150",
+                           "--fail-on", "never", "--no-repro-check"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((tmp_path / "out" / "findings.json").read_text())
+    search = doc["pr"]["directed"]["search"]
+    assert search["reached_by_search"] >= 1 and "torch.keywords" in search["reaching_mutation"].values(), search
+    new = [f for f in doc["findings"] if f["new_in_pr"] and f["operator"] == "aten::log_softmax"]
+    assert new and "[keywords: dim by name]" in new[0]["origin"]["test"], [
+        (f["operator"], f["new_in_pr"], f["origin"]["test"]) for f in doc["findings"]]

@@ -23,6 +23,9 @@ def add_arguments(parser) -> None:
                         help="share of the testing budget for graph fuzzing around the touched operators (overrides "
                              ".dlci.yml fuzz.share; default 0.3 for TVM, OpenVINO and ONNX Runtime; 0: off, the scan "
                              "ends when the operators' own tests do)")
+    parser.add_argument("--no-directed", action="store_true",
+                        help="no directed search: when the operators' own tests leave changed code unreached, do not "
+                             "mutate the closest instances toward it (for comparisons)")
     RUN.add_to(parser)
 
 
@@ -42,5 +45,6 @@ def run(args) -> int:
         repo, base, head = Path(args.repo), args.base, args.head
     report = scan.scan(scan.ScanRequest(repo=repo, base=base, head=head,
                                         targets=split(args.targets) if args.targets else None, options=options,
-                                        fuzz_share=args.fuzz_share, bisect=in_scan))
+                                        fuzz_share=args.fuzz_share, bisect=in_scan,
+                                        directed=not args.no_directed))
     return exit_code(report, options)

@@ -113,6 +113,10 @@ class Distances:
         self.callers_of = {key: callers.get(key[1].rsplit(".", 1)[-1], set()) - {key} for key in self.cfgs}
         self._to_target: dict[tuple, dict[Span, int]] = {}
 
+    def operators(self) -> set[str]:
+        """Every operator a table sends to a changed function."""
+        return set().union(*self.dispatch.values()) if self.dispatch else set()
+
     def _reverse_bfs(self, key: tuple[str, str], target: Span) -> dict[Span, int]:
         cached = self._to_target.get((key, target))
         if cached is not None:

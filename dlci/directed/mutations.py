@@ -151,7 +151,7 @@ _DTYPES = ("float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", 
 def _torch_params(inst: Instance) -> list[dict]:
     from dlci.reduce._introspect import torch_fn_params
     try:
-        return torch_fn_params(inst.call["fn"]) or []
+        return torch_fn_params(inst.call["fn"], list(inst.call.get("args", []))) or []
     except Exception:  # noqa: BLE001
         return []
 

@@ -64,6 +64,14 @@ class DirectedStream:
         self._mutation_of: dict[str, str] = {}
         self.t0 = time.monotonic()
         self.progress_at = (self.t0, 0)  # (when, mutants made then): the last goal reached or trace come closer
+        self.statements_before = 0
+        # the second phase: what reached changed code, and the operator's own instances to carry a reaching
+        # presentation to (a call that names dim reaches the branch; which of the instances shows the bug is
+        # another matter)
+        self.reachers: dict[str, tuple[Instance, set[str]]] = {}
+        self.bases: dict[str, tuple[Instance, set[str]]] = {}
+        self.transferred: set[tuple[str, str]] = set()  # (mutation, base instance) already carried over
+        self.found_at = (self.t0, 0)  # the last new failure signature
 
     # -- what the plan's tests already did ------------------------------------------------------------------------
     def take_in(self, outcomes: list[tuple[Instance, str, dict, dict]]) -> None:
@@ -72,6 +80,10 @@ class DirectedStream:
         for inst, target, lines, arcs in outcomes:
             self.seen.add(inst.id)
             self._account(inst, target, lines, arcs, depth=0)
+            if self.operators_of(inst) & self.dist.operators():
+                held = self.bases.setdefault(inst.id, (inst, set()))
+                held[1].add(target)
+        self.statements_before = sum(1 for g in self.goals if g.kind == "statement" and g not in self.unreached)
 
     def _account(self, inst: Instance, target: str, lines: dict, arcs: dict, depth: int) -> bool:
         """Goals reached and distances of one trace; True when it came closer to some unreached goal than any trace
@@ -82,6 +94,9 @@ class DirectedStream:
                 self.reached_by[g] = inst.id
                 if inst.id in self._mutation_of:
                     self.reaching_mutation[g.describe()] = self._mutation_of[inst.id]
+        if any(reached(g, lines, arcs, self.root) for g in self.goals if g.kind == "statement"):
+            held = self.reachers.setdefault(inst.id, (inst, set()))
+            held[1].add(target)
         if not self.unreached:
             return False
         ops = self.operators_of(inst)
@@ -105,23 +120,43 @@ class DirectedStream:
         return closer
 
     # -- the stream ---------------------------------------------------------------------------------------------
+    def _time_left(self) -> bool:
+        return self.until is None or time.monotonic() < self.until
+
     def __iter__(self):
         idle = 0
-        while self.unreached and (self.until is None or time.monotonic() < self.until):
+        while self.unreached and self._time_left():  # phase 1: reach the goals
             when, made_then = self.progress_at
             if time.monotonic() - when > STALL_SECONDS and self.stats["mutants"] - made_then >= STALL_MUTANTS:
                 self.stats["stalled"] += 1
-                return
+                break
             made = self._next()
             if not made:
                 idle += 1
                 if idle > 3 * max(1, len(self.seeds)):
                     self.stats["exhausted"] += 1
+                    break
+                continue
+            idle = 0
+            yield from made
+        # phase 2: the changed statements run, with values their tests have not shown yet: the presentations that
+        # reached them carried over to the operator's other instances, and what reached them mutated further,
+        # until that stalls too (no new failure signature)
+        self.found_at = (time.monotonic(), self.stats["mutants"])
+        idle = 0
+        while self.reachers and self._time_left():
+            when, made_then = self.found_at
+            if time.monotonic() - when > STALL_SECONDS and self.stats["mutants"] - made_then >= STALL_MUTANTS:
+                self.stats["varied_stalled"] += 1
+                return
+            made = self._vary()
+            if not made:
+                idle += 1
+                if idle > 20:
                     return
                 continue
             idle = 0
-            for test in made:
-                yield test
+            yield from made
 
     def _pick_seed(self) -> _Seed | None:
         live = [s for s in self.seeds.values() if s.depth < MAX_DEPTH]
@@ -170,6 +205,45 @@ class DirectedStream:
                 return tests
         return []
 
+    def _emit(self, inst: Instance, mutation: str, depth: int, targets: set[str]) -> list[Test]:
+        self.seen.add(inst.id)
+        self.campaign.instances[inst.id] = inst
+        self.depth[inst.id] = depth
+        self._mutation_of[inst.id] = mutation
+        self.per_mutation[mutation] += 1
+        self.stats["mutants"] += 1
+        return [Test(inst, t) for t in sorted(self.route(inst) & targets or self.route(inst))]
+
+    def _vary(self) -> list[Test]:
+        """A reaching presentation carried over to one more of the operator's instances, else a further mutation
+        of something that reached changed code."""
+        reaching = [m for m in dict.fromkeys(self._mutation_of[i] for i in self.reachers if i in self._mutation_of)]
+        for name in reaching:
+            mutation = M.MUTATIONS.get(name)
+            if mutation is None:
+                continue
+            order = self.rng.permutation(len(self.bases))
+            bases = list(self.bases.values())
+            for k in order:
+                inst, targets = bases[k]
+                if (name, inst.id) in self.transferred:
+                    continue
+                self.transferred.add((name, inst.id))
+                made = [x for x in mutation.apply(inst, limit=1) if x.id not in self.seen]
+                if made:
+                    self.stats["transferred"] += 1
+                    return self._emit(made[0], name, 1, targets)
+        reachers = list(self.reachers.values())
+        inst, targets = reachers[int(self.rng.integers(len(reachers)))]
+        if self.depth.get(inst.id, 0) >= MAX_DEPTH:
+            return []
+        muts = M.for_instance(inst)
+        for k in self.rng.permutation(len(muts))[:3]:
+            made = [x for x in muts[k].apply(inst, limit=2) if x.id not in self.seen]
+            if made:
+                return self._emit(made[0], muts[k].name, self.depth.get(inst.id, 0) + 1, targets)
+        return []
+
     def observe(self, test: Test, outcome, new_signature: bool) -> None:
         self.stats["tests"] += 1
         if outcome.status == INVALID:
@@ -186,11 +260,16 @@ class DirectedStream:
         if closer or len(self.unreached) < before or new_signature:
             self.stats["closer"] += closer
             self.progress_at = (time.monotonic(), self.stats["mutants"])
+        if new_signature:
+            self.stats["new_signatures"] += 1
+            self.found_at = (time.monotonic(), self.stats["mutants"])
 
     def describe(self) -> dict:
         return {"goals": len(self.goals), "reached_before": len(self.goals) - len(self.unreached)
                 - self.stats["goals_reached"], "reached_by_search": self.stats["goals_reached"],
                 "unreached": len(self.unreached), "mutants": self.stats["mutants"],
+                "transferred": self.stats["transferred"], "new_signatures": self.stats["new_signatures"],
+                "statements_reached_before": self.statements_before,
                 "tests": self.stats["tests"], "invalid": self.stats["invalid"],
                 "seconds": round(time.monotonic() - self.t0, 1), "ended": "stalled" if self.stats["stalled"]
                 else "exhausted" if self.stats["exhausted"] else "all reached" if not self.unreached else "budget",

@@ -60,7 +60,64 @@ def _from_docstring(doc: str) -> list[dict] | None:
     return out
 
 
-def torch_fn_params(path: str) -> list[dict] | None:
+def _fits(arg_type: str, value: Any) -> bool:
+    """Whether an encoded call argument can bind to an ATen schema argument of ``arg_type`` (as the schema's
+    Python view prints it: ``Tensor``, ``int``, ``Optional[List[int]]``, ``number``...)."""
+    optional = arg_type.startswith("Optional[")
+    t = arg_type[len("Optional["):-1] if optional else arg_type
+    tensor = isinstance(value, dict) and "$t" in value
+    if value is None:
+        return optional
+    if tensor:
+        return t == "Tensor"
+    if t.startswith("List["):
+        inner = t[5:-1]
+        if isinstance(value, list) or (isinstance(value, dict) and "$tuple" in value):
+            return True
+        return inner == "int" and isinstance(value, int) and not isinstance(value, bool)  # int[1] takes an int
+    if isinstance(value, bool):
+        return t in ("bool", "number", "Scalar")
+    if isinstance(value, int):
+        return t in ("int", "number", "Scalar", "float", "SymInt")
+    if isinstance(value, float) or (isinstance(value, dict) and "$float" in value):
+        return t in ("float", "number", "Scalar")
+    if isinstance(value, dict) and "$dtype" in value:
+        return t == "int"  # a ScalarType shows as int in the schema's Python view
+    if isinstance(value, str):
+        return t in ("str",)
+    return False
+
+
+def aten_params(path: str, args: list | None) -> list[dict] | None:
+    """Parameters of a torch builtin read from the ATen schemas of its overloads (``torch.log_softmax`` and other
+    builtins whose docstring names one overload only): the first overload (out= variants aside) that the call's
+    positional ``args`` bind to, in order and by type."""
+    name = path.rsplit(".", 1)[-1]
+    if not path.startswith(("torch.", "torch.nn.functional.", "torch.Tensor.", "torch.special.", "torch.linalg.",
+                            "torch.fft.")) or args is None:
+        return None
+    import torch
+    prefix = {"torch.special.": "special_", "torch.linalg.": "linalg_", "torch.fft.": "fft_"}
+    op = next((prefix[p] + name for p in prefix if path.startswith(p)), name)
+    try:
+        schemas = torch._C._jit_get_schemas_for_operator(f"aten::{op}")
+    except RuntimeError:
+        return None
+    for schema in schemas:
+        if schema.overload_name.endswith("out") or any(a.is_out for a in schema.arguments):
+            continue
+        positional = [a for a in schema.arguments if not a.kwarg_only]
+        if len(args) > len(positional) or any(not _fits(str(a.type), v) for a, v in zip(positional, args)):
+            continue
+        if any(not a.has_default_value() for a in positional[len(args):]):
+            continue
+        return [{"name": "input" if i == 0 and a.name == "self" and not path.startswith("torch.Tensor.")
+                 else a.name, "has_default": a.has_default_value(), "keyword": True, "kwonly": bool(a.kwarg_only)}
+                for i, a in enumerate(schema.arguments)]
+    return None
+
+
+def torch_fn_params(path: str, args: list | None = None) -> list[dict] | None:
     from dlci.instance.recipe import try_resolve
     fn = try_resolve(path)
     if fn is None:
@@ -76,6 +133,9 @@ def torch_fn_params(path: str) -> list[dict] | None:
         if params is not None and path.startswith("torch.Tensor.") and (not params or params[0]["name"] != "self"):
             # method docs omit self; the recipe passes the tensor as the first positional argument
             params = [{"name": "self", "has_default": False, "keyword": False, "kwonly": False}] + params
+        positional = [p for p in params or [] if not p.get("kwonly")]
+        if params is None or (args is not None and len(args) > len(positional)):
+            params = aten_params(path, args) or params  # the docstring named another overload, or none
     return params
 
 

@@ -128,6 +128,24 @@ SAMPLES: dict[str, SamplePR] = {s.name: s for s in (
         expect_operators=("elu",), expect_finding=False,
         note="behaviour-preserving: tested, no finding"),
     SamplePR(
+        "tvm-log-softmax-keyword-dim",
+        "[Relax][PyTorch] log_softmax: read dim once",
+        (Edit(f"{FRONTEND}/torch/base_fx_graph_translator.py",
+              """    def _log_softmax(self, node: fx.Node) -> relax.Var:
+        x = self.env[node.args[0]]
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", -1)
+""",
+              """    def _log_softmax(self, node: fx.Node) -> relax.Var:
+        x = self.env[node.args[0]]
+        if len(node.args) > 1:
+            dim = node.args[1]
+        else:
+            dim = node.kwargs.get("axis", -1)
+"""),),
+        expect_operators=("log_softmax",), expect_finding=True,
+        note="a dim passed by keyword is looked up under the wrong name and the last axis is taken instead: only "
+             "a call that names dim reaches the branch (OpInfo passes it by position)"),
+    SamplePR(
         "tvm-avgpool-arg-order",
         "[Relax][PyTorch] avg_pool2d: pass the pooling flags through",
         (Edit(f"{FRONTEND}/torch/base_fx_graph_translator.py",

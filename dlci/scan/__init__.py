@@ -36,6 +36,7 @@ class ScanRequest:
     options: RunOptions                # options.budget None: .dlci.yml's budget, else DEFAULT_BUDGET
     targets: list[str] | None = None   # explicit --targets (intersected with what the diff reaches)
     fuzz_share: float | None = None    # --fuzz-share: overrides .dlci.yml fuzz.share
+    directed: bool = True              # --no-directed: no directed search (the benchmarks' other side)
     # since when (.dlci.yml ``bisect``): dlci.bisect.attribution.in_scan, which the caller passes (bisect builds on
     # scan); None: no bisection
     bisect: Callable | None = None
@@ -149,7 +150,8 @@ def scan(req: ScanRequest) -> Report:
         trace = tuple(str((head.path / f).resolve()) for f in converter_files)
         python_path = config.python_path if config.python_path is not None else list(defaults[0])
         prove_checkout(head, converter_files, python_path, head_env, ".dlci.yml")
-        search = Search.of(repo, converter_files, analysis.touches, head.path) if converter_files else None
+        search = Search.of(repo, converter_files, analysis.touches, head.path) \
+            if converter_files and req.directed else None
         cache = coverage.CoverageCache()
         say(f"{len(instances)} instances of {len({i.op for i in instances})} operators -> "
             f"{', '.join(chosen)}; budget {options.budget:.0f} s")

@@ -42,10 +42,10 @@ KINDS = ("keywords", "positional", "defaults_omitted", "defaults_explicit", "sca
 LOW_PRECISION = ("bfloat16", "float16")  # the float32 inputs cast to these (where eager runs the op in them)
 
 
-def _params(fn_path: str) -> list[dict] | None:
+def _params(fn_path: str, args: list | None = None) -> list[dict] | None:
     from dlci.reduce._introspect import torch_fn_params
     try:
-        params = torch_fn_params(fn_path)
+        params = torch_fn_params(fn_path, args)
     except Exception:
         return None
     if not params or any(p.get("var") for p in params):
@@ -72,7 +72,7 @@ def _plain(v) -> bool:
 def candidates(inst: Instance) -> Iterator[tuple[str, str, dict]]:
     """(kind, detail, call) re-spellings of one torch_fn instance, before validation."""
     call = inst.call
-    params = _params(call["fn"])
+    params = _params(call["fn"], list(call.get("args", [])))
     if params is None:
         return
     names = [p["name"] for p in params]
