@@ -299,6 +299,9 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
     """Run one test. ``trace_files``: converter source files whose executed lines are recorded while converting
     (``Outcome.coverage``), so a PR scan knows which instances reach the lines it changed."""
     target = get(target_name)
+    chosen = (instance.call.get("options") or {}).get(target_name)
+    if chosen:  # the entry point's own options, as the instance names them (dlci.targets.base.Target.options)
+        target = target.with_options(chosen)
     out = Outcome(instance_id=instance.id, op=instance.op, target=target_name, status=PASS,
                   cold=_first_use(target_name))
     hook = stage_hook or (lambda stage: None)

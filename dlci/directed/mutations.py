@@ -68,10 +68,11 @@ def for_instance(inst: Instance) -> list[Mutation]:
 
 
 def _mutant(inst: Instance, kind: str, detail: str, *, call: dict | None = None, arrays: dict | None = None,
-            inputs: list | None = None) -> Instance:
-    """A mutant of ``inst`` named after what changed (its origin keeps the whole chain)."""
+            inputs: list | None = None, same_values: bool = False) -> Instance:
+    """A mutant of ``inst`` named after what changed (its origin keeps the whole chain); ``same_values``: it
+    computes what ``inst`` computes, so what ``inst`` expected still holds."""
     arrays = dict(inst.arrays if arrays is None else arrays)
-    for k in [k for k in arrays if k.startswith("expected:")]:
+    for k in [k for k in arrays if k.startswith("expected:") and not same_values]:
         arrays.pop(k)  # what the base expected no longer holds: the reference computes it again
     return Instance(op=inst.op, framework=inst.framework, call=copy.deepcopy(call if call is not None else inst.call),
                     inputs=list(inputs if inputs is not None else inst.inputs), params=dict(inst.params),
@@ -304,6 +305,103 @@ def _dtype(inst: Instance, payload) -> Instance:
     detail = f"every input as {name}" if which == "all" else f"input 1 as {name}, the others as they were"
     return _checked_torch(_mutant(inst, "dtype_any", detail, arrays=arrays, inputs=inputs))
 
+
+# -- ONNX: every type a schema's type constraint allows ---------------------------------------------------------------
+
+_ONNX_NUMPY = {"float": "float32", "double": "float64", "float16": "float16", "bfloat16": "bfloat16",
+               "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8",
+               "uint16": "uint16", "uint32": "uint32", "uint64": "uint64", "bool": "bool"}
+
+
+def _onnx_types(inst: Instance):
+    """(type parameter, numpy dtype) pairs: each constraint of the main node's schema moved to another type it
+    allows, for the graph inputs bound to it."""
+    if inst.call.get("kind") != "onnx_model":
+        return
+    import onnx.defs
+    from dlci.models.onnx_io import load_onnx, main_node
+    model = load_onnx(inst.arrays)
+    node = main_node(model, inst.op.split("::", 1)[-1].split(".")[0])
+    if node is None:
+        return
+    try:
+        schema = onnx.defs.get_schema(node.op_type, max(o.version for o in model.opset_import
+                                                        if o.domain in ("", "ai.onnx")), node.domain)
+    except Exception:  # noqa: BLE001 - a node of another domain
+        return
+    graph_inputs = {vi.name for vi in model.graph.input}
+    for tc in schema.type_constraints:
+        bound = [k for k, f in enumerate(schema.inputs) if f.type_str == tc.type_param_str]
+        if not any(k < len(node.input) and node.input[k] in graph_inputs for k in bound):
+            continue
+        current = {inst.inputs[i].dtype for i, vi in enumerate(model.graph.input) if i < len(inst.inputs)}
+        for t in tc.allowed_type_strs:
+            name = _ONNX_NUMPY.get(t[len("tensor("):-1]) if t.startswith("tensor(") else None
+            if name and name not in current:
+                yield tc.type_param_str, name
+
+
+def _onnx_retyped(inst: Instance, payload) -> Instance:
+    import onnx
+    import onnx.defs
+    from dlci.models.onnx_io import load_onnx, main_node
+    from dlci.sources.onnx_variants import validate, variant_instance
+    param, name = payload
+    model = load_onnx(inst.arrays)
+    node = main_node(model, inst.op.split("::", 1)[-1].split(".")[0])
+    schema = onnx.defs.get_schema(node.op_type, max(o.version for o in model.opset_import
+                                                    if o.domain in ("", "ai.onnx")), node.domain)
+    names = {node.input[k] for k, f in enumerate(schema.inputs) if f.type_str == param and k < len(node.input)}
+    outs = {node.output[k] for k, f in enumerate(schema.outputs) if f.type_str == param and k < len(node.output)}
+    elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(name)) if name != "bfloat16" else onnx.TensorProto.BFLOAT16
+    arrays = inst.input_arrays()
+    runtime = [vi for vi in model.graph.input if vi.name not in {t.name for t in model.graph.initializer}]
+    new_arrays = []
+    for vi, a in zip(runtime, arrays):
+        if vi.name in names:
+            vi.type.tensor_type.elem_type = elem
+            a = _cast(a, name)
+        new_arrays.append(a)
+    for vi in model.graph.output:
+        if vi.name in outs:
+            vi.type.tensor_type.elem_type = elem
+    expected = validate(inst, "input_types", model, new_arrays)
+    v = variant_instance(inst, "input_types", f"{param} as {name}", model, new_arrays, expected)
+    return Instance(op=v.op, framework=v.framework, call={**v.call, "variant": inst.call.get("variant")},
+                    inputs=v.inputs, params=v.params, seed=v.seed, arrays=v.arrays,
+                    origin=Origin(inst.origin.source, f"{inst.origin.test} [input_types: {param} as {name}]",
+                                  inst.origin.library))
+
+
+register(Mutation("onnx.input_types", "onnx", ("dtype", "elem_type", "astype", "cast", "Cast", "int", "bool",
+                                               "float16", "tensor_type", "type"), _onnx_types, _onnx_retyped))
+
+
+# -- the targets' own entry-point options (dlci.targets.base.Target.options) ------------------------------------------
+
+def _option_candidates(inst: Instance):
+    from dlci.targets import registry
+    have = inst.call.get("options") or {}
+    for name, target in sorted(registry().items()):
+        if inst.framework not in target.frameworks or not target.options or target.on_accelerator:
+            continue
+        for option, values in target.options.items():
+            for value in values:
+                if (have.get(name) or {}).get(option, object()) != value:
+                    yield name, option, value
+
+
+def _with_option(inst: Instance, payload) -> Instance:
+    name, option, value = payload
+    call = copy.deepcopy(inst.call)
+    call.setdefault("options", {}).setdefault(name, {})[option] = value
+    return _mutant(inst, "option", f"{name} with {option}={value!r}", call=call, same_values=True)
+
+
+_OPTION_READS = ("decompos", "run_ep_decomposition", "keep_params", "params", "detach_params", "dynamic", "reshape",
+                 "static", "PartialShape", "is_dynamic", "sym", "tir.Var", "Var", "initializer")
+for _fw in ("torch", "onnx"):
+    register(Mutation(f"{_fw}.target_option", _fw, _OPTION_READS, _option_candidates, _with_option))
 
 register(Mutation("torch.negative_dim", "torch", ("dim", "axis", "axes", "< 0", "+ len", "ndim", "rank", "%"),
                   _negative_dims, _set_value))

@@ -198,8 +198,7 @@ class DirectedStream:
                 self.depth[inst.id] = seed.depth + 1
                 self._mutation_of[inst.id] = m.name
                 self.per_mutation[m.name] += 1
-                targets = self.route(inst) & seed.targets or self.route(inst)
-                tests += [Test(inst, t) for t in sorted(targets)]
+                tests += [Test(inst, t) for t in sorted(self._targets(inst, seed.targets))]
             if tests:
                 self.stats["mutants"] += len(picks)
                 return tests
@@ -212,7 +211,16 @@ class DirectedStream:
         self._mutation_of[inst.id] = mutation
         self.per_mutation[mutation] += 1
         self.stats["mutants"] += 1
-        return [Test(inst, t) for t in sorted(self.route(inst) & targets or self.route(inst))]
+        return [Test(inst, t) for t in sorted(self._targets(inst, targets))]
+
+    def _targets(self, inst: Instance, prefer: set[str]) -> set[str]:
+        """Where a mutant runs: the targets its operator's changed converter is reached through, those its seed ran
+        on first; a mutant carrying a target's own options, on that target only."""
+        reach = self.route(inst)
+        chosen = set((inst.call.get("options") or {}))
+        if chosen:
+            return reach & chosen
+        return reach & prefer or reach
 
     def _vary(self) -> list[Test]:
         """A reaching presentation carried over to one more of the operator's instances, else a further mutation

@@ -526,6 +526,11 @@ def _tflite_order(inst: Instance, target_name: str) -> list[int] | None:
         return None
 
 
+def target_options(inst: Instance, target: str) -> dict:
+    """The entry-point options an instance carries for ``target`` (dlci.targets.base.Target.options)."""
+    return dict(((inst.call.get("options") or {}).get(target)) or {})
+
+
 def render_text(finding, inst: Instance, template: str | None = None) -> str:
     """The reproducer's source. ``template``: the target's snippet (blocks ``imports`` and ``run``; default
     ``targets/<target>.j2``)."""
@@ -533,14 +538,18 @@ def render_text(finding, inst: Instance, template: str | None = None) -> str:
     snippet = env.get_template(template or f"targets/{finding.target}.j2")
     # a snippet sets module_as_leaf when its entry point treats a standard torch.nn submodule apart (torch.fx)
     leaf = bool(getattr(snippet.make_module({"framework": inst.framework, "model": "", "n_outputs": 1,
-                                             "dynamic_shapes": "", "keep_params": False, "device": ""}),
+                                             "dynamic_shapes": "", "keep_params": False, "device": "",
+                                             "options": {}}),
                         "module_as_leaf", False))
     code, model = MODEL_CODE[inst.call["kind"]](inst, leaf=leaf)
     check = comparison(finding, inst, finding.target)
     from dlci.models import dynamic_shapes_code
+    options = target_options(inst, finding.target)
     values = dict(framework=inst.framework, model=model, n_outputs=check.get("n_outputs", 1),
-                  dynamic_shapes=dynamic_shapes_code(inst), keep_params=_keeps_params(inst),
-                  device=finding.extra.get("device", ""))  # a device target's: the device the campaign ran on
+                  dynamic_shapes=dynamic_shapes_code(inst),
+                  keep_params=_keeps_params(inst) or bool(options.get("keep_params_in_input")),
+                  device=finding.extra.get("device", ""),  # a device target's: the device the campaign ran on
+                  options=options)
     run = _block(snippet, "run", values)
     order = _tflite_order(inst, finding.target)
     if order:
@@ -636,12 +645,15 @@ def render_skeleton(inst: Instance, target: str, goal: str, hint: str = "") -> s
     env = code_env()
     snippet = env.get_template(f"targets/{target}.j2")
     leaf = bool(getattr(snippet.make_module({"framework": inst.framework, "model": "", "n_outputs": 1,
-                                             "dynamic_shapes": "", "keep_params": False, "device": ""}),
+                                             "dynamic_shapes": "", "keep_params": False, "device": "",
+                                             "options": {}}),
                         "module_as_leaf", False))
     code, model = MODEL_CODE[inst.call["kind"]](inst, leaf=leaf)
     from dlci.models import dynamic_shapes_code
+    options = target_options(inst, target)
     values = dict(framework=inst.framework, model=model, n_outputs=1, dynamic_shapes=dynamic_shapes_code(inst),
-                  keep_params=_keeps_params(inst), device="")
+                  keep_params=_keeps_params(inst) or bool(options.get("keep_params_in_input")), device="",
+                  options=options)
     run = _block(snippet, "run", values)
     if any(x.dtype.name == "bfloat16" for x in inst.input_arrays()):
         run = run.replace("torch.tensor(x)", "as_torch(x)")

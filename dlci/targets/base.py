@@ -59,6 +59,23 @@ class Target:
     # a packer (dlci.models.pack.PACKERS); 1: one test per model. Chosen from measured costs: see README "Speed"
     batch_size: ClassVar[int] = 1
 
+    # the entry point's own options, beside the defaults dlci converts with: name -> the values worth trying
+    # (decompositions off, parameters kept as graph inputs, dynamic shapes...). An instance that carries a choice
+    # for this target (``call["options"][name]``) is converted with it (:meth:`with_options`), and its reproducer
+    # says so; the directed search varies them (dlci.directed.mutations: target options)
+    options: ClassVar[dict[str, tuple]] = {}
+    chosen: dict = {}  # the options this copy converts with
+
+    def with_options(self, options: dict) -> "Target":
+        """This target converting with ``options`` (names of :attr:`options` only; others are refused)."""
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            raise ValueError(f"{self.name} has no option {', '.join(unknown)}")
+        import copy
+        other = copy.copy(self)
+        other.chosen = dict(options)
+        return other
+
     def packer(self):
         """How this target's tests are packed (dlci.models.pack.PACKERS), or None: one test per model."""
         from dlci.models.pack import PACKERS

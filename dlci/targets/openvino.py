@@ -94,9 +94,12 @@ class OpenVINOPyTorch(_OpenVINO):
     batch_size = 16
     reaches = ("openvino:frontend.pytorch.ts", "openvino:ovc", "openvino:cpu", "pytorch:eager", "pytorch:jit")
 
+    options = {"static_shapes": (False,)}  # the inputs left dynamic, as convert_model gives them
+
     def convert(self, module: Any, inputs: Sequence[np.ndarray]) -> Any:
         import openvino as ov
-        return static_shapes(ov.convert_model(module, example_input=_torch_example(inputs)), inputs)
+        model = ov.convert_model(module, example_input=_torch_example(inputs))
+        return static_shapes(model, inputs) if self.chosen.get("static_shapes", True) else model
 
 
 @register
@@ -109,9 +112,12 @@ class OpenVINOExportedProgram(_OpenVINO):
                "pytorch:eager", "pytorch:export",
                "pytorch:decompositions")
 
+    options = {"static_shapes": (False,)}
+
     def convert(self, ep: Any, inputs: Sequence[np.ndarray]) -> Any:
         import openvino as ov
-        return static_shapes(ov.convert_model(ep), inputs)
+        model = ov.convert_model(ep)
+        return static_shapes(model, inputs) if self.chosen.get("static_shapes", True) else model
 
 
 def _via_file(data: bytes, suffix: str) -> Any:

@@ -73,6 +73,7 @@ class TVMFromExportedProgram(_TVM):
     reaches = ("tvm:frontend.exported_program", "tvm:relax", "tvm:topi", "tvm:tir", "tvm:codegen.llvm",
                "pytorch:eager", "pytorch:export", "pytorch:decompositions")
 
+    options = {"run_ep_decomposition": (False,)}  # torch's decompositions off: the converters of undecomposed ops
     stand_ins: frozenset = frozenset()       # functions whose every node converts to zeros of its shape
     stand_in_nodes: frozenset = frozenset()  # (function, node name): those nodes only (standing_in)
 
@@ -82,6 +83,8 @@ class TVMFromExportedProgram(_TVM):
         for function in {f for f, _ in self.stand_in_nodes} - set(custom):
             custom[function] = _zeros_for_nodes(function, frozenset(n for f, n in self.stand_in_nodes
                                                                     if f == function))
+        if self.chosen.get("run_ep_decomposition") is False:  # as a user who turns them off imports it
+            return from_exported_program(ep, run_ep_decomposition=False, custom_convert_map=custom)
         if _decomposes_itself(ep):  # what TVM would do first, done here once per program (models.torch_export)
             from dlci.models.torch_export import decomposed
             return from_exported_program(decomposed(ep), run_ep_decomposition=False, custom_convert_map=custom)
@@ -172,6 +175,7 @@ class TVMFromONNX(_TVM):
     batch_size = 16
     reaches = ("tvm:frontend.onnx", "tvm:relax", "tvm:topi", "tvm:tir", "tvm:codegen.llvm", "pytorch:eager")
     exporters = {"torch": "torch.onnx"}
+    options = {"keep_params_in_input": (True,)}  # the initializers as graph inputs (another converter path)
 
     def convert(self, model: Any, inputs: Sequence[np.ndarray]) -> Any:
         from tvm.relax.frontend.onnx import from_onnx
@@ -183,7 +187,7 @@ class TVMFromONNX(_TVM):
                     if any(d.dim_param for d in vi.type.tensor_type.shape.dim)}
         shape_dict = {n: list(x.shape) for n, x in zip(names, inputs) if n not in symbolic}
         dtype_dict = {n: str(x.dtype) for n, x in zip(names, inputs)}
-        if not onnx_keeps_params(model):
+        if not onnx_keeps_params(model) and not self.chosen.get("keep_params_in_input"):
             return from_onnx(model, shape_dict=shape_dict, dtype_dict=dtype_dict)
         from tvm import relax
         mod = from_onnx(model, shape_dict=shape_dict, dtype_dict=dtype_dict, keep_params_in_input=True)
