@@ -45,8 +45,8 @@ class Outcome:
     device_note: str = ""
     # the worker must not run another test: a device error poisoned its process (CUDA context); the engine replaces it
     retire_worker: str = ""
-    localised: dict = field(default_factory=dict)  # a graph test's failure localised to an operator (oracles.localise)
-    fitness: dict = field(default_factory=dict)  # a searched candidate's closeness to failing (dlci.evolve.fitness)
+    localised: dict = field(default_factory=dict)  # a graph test's failure localised to an operator (dlci.localise)
+    fitness: dict = field(default_factory=dict)  # a searched candidate's closeness to failing (dlci.oracles.fitness)
 
     @property
     def valid(self) -> bool:

@@ -531,12 +531,16 @@ def test_scan_names_the_commit_that_introduced_a_finding_and_bisects_old_ones(tm
     from dlci.cli import main
     from dlci.github import comment
     repo, base, bug = samples.build("tvm-onnx-elu-default", tmp_path / "repo")
-    _git(repo, "checkout", "-q", "-b", "several-commits", base)
-    (repo / "README.md").write_text("A TVM-shaped repository.\n")
-    # the fuzz share off: this is about the operators' own findings (tests/test_fuzz.py scans with the share)
+    # the policy is the base revision's (a PR's own .dlci.yml cannot change it): configured on main first. The fuzz
+    # share off: this is about the operators' own findings (tests/test_fuzz.py scans with the share)
+    _git(repo, "checkout", "-q", "main")
     (repo / ".dlci.yml").write_text(samples.DLCI_YML + "bisect: [commits, releases]\nbisect_budget: 150\n"
                                     "fuzz: {share: 0}\n")
-    _git(repo, "commit", "-qam", "README, bisect config")
+    _git(repo, "commit", "-qam", "bisect config")
+    base = _git(repo, "rev-parse", "HEAD")
+    _git(repo, "checkout", "-q", "-b", "several-commits", base)
+    (repo / "README.md").write_text("A TVM-shaped repository.\n")
+    _git(repo, "commit", "-qam", "README")
     _git(repo, "cherry-pick", bug)
     culprit = _git(repo, "rev-parse", "HEAD")
     (repo / "NOTES.md").write_text("notes\n")

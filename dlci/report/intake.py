@@ -174,7 +174,7 @@ def read_file(root: Path, relative: str, limit: int) -> bytes:
         if e.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
             raise IntakeError(f"{root}/{relative}: a link or a non-folder on the way (refused)") from None
         if e.errno == errno.ENOENT:
-            raise IntakeError(f"{root}/{relative} does not exist") from None
+            raise IntakeError(f"cannot read {root}/{relative}: no such file") from None
         raise IntakeError(f"cannot read {root}/{relative}: {e.strerror}") from None
     finally:
         os.close(fd)
