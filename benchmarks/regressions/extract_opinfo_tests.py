@@ -10,7 +10,8 @@ upstream_test item lists `opinfo_entries`, this writes upstream/<case>__{ops_tes
 TESTED_TORCHLIB_OPS (and extra_opinfo's OP_DB) restricted to the listed entries, the imports of tests.* pointed at the
 sibling files, and the adaptations to the installed release listed in each file's header (an `expecttest` stub,
 dtype_op_schema_compatible as in the release's own tests, TestFunctionValidity dropped: it needs `parameterized`).
-The item's `edits` apply to ops_test_data.py. The upstream files are MIT, Microsoft Corporation.
+The item's `edits` apply to ops_test_data.py. The upstream files are MIT, Microsoft Corporation. main() writes them
+into the content store (store.py); write_case() writes loose files into OUT (screen.py's candidates, verify.py).
 """
 from __future__ import annotations
 
@@ -19,12 +20,16 @@ import ast
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
 
 HERE = Path(__file__).resolve().parent
-OUT = HERE / "upstream"
+sys.path.insert(0, str(HERE))
+import store  # noqa: E402
+
+OUT = HERE / "upstream"   # main() sets a temporary folder, whose files it then stores
 GIT = None   # --git-dir
 D = "tests/function_libs/torch_lib"
 
@@ -267,7 +272,7 @@ def write_case(case: str, commit: str, names: set[str], edits: list[tuple[str, s
 
 
 def main():
-    global GIT
+    global GIT, OUT
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--git-dir", required=True)
     ap.add_argument("cases", nargs="*")
@@ -279,7 +284,10 @@ def main():
         for item in case.get("upstream_test") or []:
             if item.get("opinfo_entries"):
                 edits = [("ops_test_data", e["old"], e["new"]) for e in item.get("edits", [])]
-                write_case(case["id"], case["commit"], set(item["opinfo_entries"]), edits)
+                with tempfile.TemporaryDirectory(prefix="opinfo-") as tmp:
+                    OUT = Path(tmp)
+                    write_case(case["id"], case["commit"], set(item["opinfo_entries"]), edits)
+                    store.put(case["id"], {f.name: f.read_text() for f in sorted(OUT.glob("*.py"))})
 
 
 if __name__ == "__main__":

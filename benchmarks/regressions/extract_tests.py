@@ -1,4 +1,4 @@
-"""Maintainer tool: extract a fix's own upstream test into benchmarks/regressions/upstream/<case>.py.
+"""Maintainer tool: extract a fix's own upstream test into benchmarks/regressions/upstream/ (<case>__<module>.py).
 
     python benchmarks/regressions/extract_tests.py --git-dir /path/to/apache-tvm.git [CASE ...]
     python benchmarks/regressions/extract_tests.py --git-dir /path/to/onnxscript.git [CASE ...]
@@ -9,7 +9,9 @@ upstream test file *at the fix commit* and keeps: the module's imports, its modu
 functions (everything that is not a test), and the case's test functions verbatim. The few API renames between the
 fix's TVM and the installed release are applied as plain text substitutions and listed in the file's header (and in
 cases.yaml `test_adaptation`). The upstream files are Apache-2.0 (c) the Apache Software Foundation; each output
-names its source by commit URL. The benchmark itself never needs the git directory.
+names its source by commit URL. The files go into the content store (store.py: upstream/manifest.json and
+upstream/files/); verify.py re-extracts them with render() and compares. The benchmark itself never needs the git
+directory.
 """
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ from pathlib import Path
 import yaml
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import store  # noqa: E402
 
 # renames between the TVM of 2024-2025 and the installed 0.27 (text substitutions, applied in this order)
 RENAMES = [
@@ -114,6 +118,36 @@ def extract(source: str, tests: list[str]) -> str:
     return "\n\n".join(keep) + "\n"
 
 
+def render(case: dict, item: dict, src: str) -> str:
+    """The upstream/ file of one upstream_test item, from its upstream test file's text at the fix commit: the
+    extract, the renames, the item's recorded `edits`, the header naming the source and the renames applied."""
+    body = extract(src, item["functions"])
+    applied = []
+    for old, new in RENAMES:
+        if old in body:
+            body = body.replace(old, new)
+            applied.append(f"{old.strip()} -> {new.strip() or '(removed)'}")
+    for edit in item.get("edits", []):   # case-specific adaptations, recorded in cases.yaml
+        if body.count(edit["old"]) != 1:
+            raise SystemExit(f"{case['id']}: edit target found {body.count(edit['old'])} times")
+        body = body.replace(edit["old"], edit["new"])
+        applied.append("case edit (see cases.yaml test_adaptation)")
+    for pattern, repl, label in REGEX_RENAMES:
+        body, n = re.subn(pattern, repl, body)
+        if n:
+            applied.append(label)
+    url = f"https://github.com/{case['repo']}/blob/{case['commit']}/{item['file']}"
+    lic = LICENSES.get(case["repo"], "see the repository")
+    header = (f"# ---- from {url}\n# ({lic}): imports, module-level "
+              f"helpers and the test functions {', '.join(item['functions'])}.\n"
+              f"# Renames for the installed release: {'; '.join(applied) or 'none'}\n")
+    if item.get("numeric"):
+        header += ("# verify_model below is dlci's numerical replacement (benchmarks/regressions/upstream/"
+                   "_torch_numeric.py): the upstream one compares with a 2025 IRModule structurally.\n")
+        body += f"\nfrom _torch_numeric import {item['numeric']} as verify_model  # noqa: E402,F811\n"
+    return "# flake8: noqa\n# pylint: skip-file\n" + header + body
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--git-dir", required=True)
@@ -135,33 +169,10 @@ def main():
                 continue
             src = subprocess.run(["git", "--git-dir", args.git_dir, "show", f"{case['commit']}:{item['file']}"],
                                  capture_output=True, text=True, check=True).stdout
-            body = extract(src, item["functions"])
-            applied = []
-            for old, new in RENAMES:
-                if old in body:
-                    body = body.replace(old, new)
-                    applied.append(f"{old.strip()} -> {new.strip() or '(removed)'}")
-            for edit in item.get("edits", []):   # case-specific adaptations, recorded in cases.yaml
-                if body.count(edit["old"]) != 1:
-                    raise SystemExit(f"{case['id']}: edit target found {body.count(edit['old'])} times")
-                body = body.replace(edit["old"], edit["new"])
-                applied.append("case edit (see cases.yaml test_adaptation)")
-            for pattern, repl, label in REGEX_RENAMES:
-                body, n = re.subn(pattern, repl, body)
-                if n:
-                    applied.append(label)
-            url = f"https://github.com/{case['repo']}/blob/{case['commit']}/{item['file']}"
-            lic = LICENSES.get(case["repo"], "see the repository")
-            header = (f"# ---- from {url}\n# ({lic}): imports, module-level "
-                      f"helpers and the test functions {', '.join(item['functions'])}.\n"
-                      f"# Renames for the installed release: {'; '.join(applied) or 'none'}\n")
-            if item.get("numeric"):
-                header += ("# verify_model below is dlci's numerical replacement (benchmarks/regressions/upstream/"
-                           "_torch_numeric.py): the upstream one compares with a 2025 IRModule structurally.\n")
-                body += f"\nfrom _torch_numeric import {item['numeric']} as verify_model  # noqa: E402,F811\n"
-            out = HERE / "upstream" / test_file_name(case["id"], item["file"])
-            out.write_text("# flake8: noqa\n# pylint: skip-file\n" + header + body)
-            print(out.relative_to(HERE.parent.parent), out.stat().st_size, "bytes", file=sys.stderr)
+            name = test_file_name(case["id"], item["file"])
+            text = render(case, item, src)
+            store.put(case["id"], {name: text})
+            print(f"upstream/{name} (stored)", len(text.encode()), "bytes", file=sys.stderr)
 
 
 if __name__ == "__main__":

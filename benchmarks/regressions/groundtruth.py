@@ -3,10 +3,12 @@
     python benchmarks/regressions/groundtruth.py [CASE ...] [--refresh]
 
 Each revision of the case's repository is exported to a directory and the case's upstream test files
-(benchmarks/regressions/upstream/<case>__*.py) run under pytest with that checkout's python/ first on PYTHONPATH
+(<case>__<module>.py, materialised from the content store benchmarks/regressions/upstream/manifest.json, see
+store.py) run under pytest with that checkout's python/ first on PYTHONPATH
 over the installed native library (TVM_LIBRARY_PATH), as dlci runs a TVM checkout; a conftest asserts that `tvm`
 is imported from the checkout. On head pytest stops at the first failure (-x). Results are cached under
-$DLCI_CACHE_DIR (or ~/.cache/dlci) keyed by the patch, the test files and the installed versions.
+$DLCI_CACHE_DIR (or ~/.cache/dlci) keyed by the patch, the test files (names and bytes as materialised), this
+file and the installed versions.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from build import HERE, LAYOUT, build, installed_package, installed_tvm, installed_version, load_cases, package_of  # noqa: E402,E501
+import store  # noqa: E402
 
 VERSION = 1
 UPSTREAM = HERE / "upstream"
@@ -41,16 +44,21 @@ def cache_dir() -> Path:
     return d
 
 
-def test_files(case: dict) -> list[Path]:
+def test_files(case: dict) -> list[tuple[str, bytes]]:
+    """[(name, content)] of the case's upstream test files in name order: from the store, or, where UPSTREAM is set
+    to a folder of loose files (screen.py's candidates), its <case>__*.py"""
+    if UPSTREAM == store.UPSTREAM:
+        return store.files(case["id"])
     stem = case["id"].replace("-", "_")
-    return sorted(UPSTREAM.glob(f"{stem}__*.py"))
+    return [(f.name, f.read_bytes()) for f in sorted(UPSTREAM.glob(f"{stem}__*.py"))]
 
 
 def cache_key(case: dict) -> str:
     h = hashlib.sha256(f"v{VERSION}".encode())
     h.update((HERE / case["patch"]).read_bytes())
-    for f in test_files(case) + [UPSTREAM / "_torch_numeric.py", Path(__file__)]:
-        h.update(f.name.encode() + f.read_bytes())
+    for name, data in test_files(case) + [(f.name, f.read_bytes()) for f in (UPSTREAM / "_torch_numeric.py",
+                                                                            Path(__file__))]:
+        h.update(name.encode() + data)
     for dist in ("apache-tvm", "onnxscript", "onnx-ir", "torch", "onnx", "onnxruntime", "numpy"):
         h.update(f"{dist}={installed_version(dist)}".encode())
     return h.hexdigest()[:20]
@@ -72,8 +80,9 @@ def run_tests(case: dict, checkout: Path, stop_first: bool, timeout: float = 120
     files = test_files(case)
     tdir = Path(tempfile.mkdtemp(prefix="gt-tests-"))
     try:
-        for f in files + [UPSTREAM / "_torch_numeric.py"]:
-            shutil.copy(f, tdir / f.name)
+        for name, data in files:
+            (tdir / name).write_bytes(data)
+        shutil.copy(UPSTREAM / "_torch_numeric.py", tdir / "_torch_numeric.py")
         (tdir / "conftest.py").write_text(CONFTEST)
         package = package_of(case)
         src_root = checkout / Path(LAYOUT[package][0]).parent   # python/ for TVM, the root for onnxscript
@@ -82,7 +91,7 @@ def run_tests(case: dict, checkout: Path, stop_first: bool, timeout: float = 120
         if package == "tvm":
             env["TVM_LIBRARY_PATH"] = str(installed_tvm() / "lib")
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "--rootdir",
-               str(tdir), "-W", "ignore", *(["-x"] if stop_first else []), *[f.name for f in files]]
+               str(tdir), "-W", "ignore", *(["-x"] if stop_first else []), *[name for name, _ in files]]
         t0 = time.time()
         try:
             proc = subprocess.run(cmd, cwd=tdir, env=env, capture_output=True, text=True, timeout=timeout)

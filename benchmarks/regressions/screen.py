@@ -49,6 +49,8 @@ sys.path.insert(0, str(HERE))
 
 import yaml  # noqa: E402
 
+import store  # noqa: E402
+
 FIX_RULE = (r"(?i)(?<![a-z])(fix\w*|bug\w*|hotfix|incorrect\w*|wrong\w*|error\w*|crash\w*|issue\w*|"
             r"correct(ly|ness|ion)?)(?![a-z])")
 
@@ -459,7 +461,7 @@ def _show_renamed(proj: dict, gitdir: str, rev: str, path: str) -> str | None:
 
 
 def extract(proj: dict, case: dict, gitdir: str, dest: Path) -> None:
-    """write the case's upstream test files into dest (as upstream/ holds them)"""
+    """write the case's upstream test files into dest, as loose files (as the store materialises them)"""
     import extract_opinfo_tests as eo
     import extract_tests as et
     dest.mkdir(parents=True, exist_ok=True)
@@ -614,8 +616,7 @@ def emit(out: Path, args) -> None:
         patch = (cand / f"{r['id']}.diff").read_text()
         shutil.copyfile(cand / f"{r['id']}.diff", HERE / "patches" / f"{r['id']}.diff")
         stem = r["id"].replace("-", "_")
-        for f in sorted(cand.glob(f"{stem}__*.py")):
-            shutil.copyfile(f, HERE / "upstream" / f.name)
+        store.put(r["id"], {f.name: f.read_text() for f in sorted(cand.glob(f"{stem}__*.py"))})
         files = re.findall(r"(?m)^diff --git a/(\S+) ", patch)
         renames = [f"{a} -> {b}" for a, b, _ in (tuple(x) for x in doc["meta"]["renames"])]
         adapt = []
