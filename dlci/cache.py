@@ -10,6 +10,7 @@ install commands and reproducer checks such a run starts are untrusted too. The 
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -28,9 +29,19 @@ def untrusted() -> bool:
     return os.environ.get(UNTRUSTED_ENV, "") not in ("", "0")
 
 
-def mark_untrusted() -> None:
-    """From here on this process and its children run a pull request's code: their caches are kept apart."""
+@contextlib.contextmanager
+def untrusted_run():
+    """While it lasts, this process and the children it starts run a pull request's code: their caches are kept
+    apart (the mark is restored after, so the same process can run trusted work again)."""
+    before = os.environ.get(UNTRUSTED_ENV)
     os.environ[UNTRUSTED_ENV] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(UNTRUSTED_ENV, None)
+        else:
+            os.environ[UNTRUSTED_ENV] = before
 
 
 def root() -> Path:

@@ -4,7 +4,7 @@
     sudo .venv/bin/python scripts/image_check.py [--work DIR] [--tag dlci:check] [--skip-build] [--json OUT]
 
 Too slow for the test suite (the build installs the whole pinned stack and prewarms the harvests: ~15-30 minutes on
-2 shared cores), so it is a script; README and docs/action.md quote its last result. Needs root (dockerd, debootstrap,
+2 shared cores), so it is a script; docs/action.md quotes its last result. Needs root (dockerd, debootstrap,
 chroot) and Debian's `docker.io` and `debootstrap` packages.
 
 1. the base image: Debian bookworm (Python 3.11, the Python of the pinned wheels) from `debootstrap` into a folder,

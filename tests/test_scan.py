@@ -80,16 +80,19 @@ def test_bug_already_on_base_is_not_new(tmp_path):
     repo, _base, broken = samples.build("tvm-elu-minimum", tmp_path / "repo")
     rel = "python/tvm/relax/frontend/torch/base_fx_graph_translator.py"
     path = repo / rel
-    path.write_text(path.read_text().replace("        # alpha * min(0, exp(x) - 1) + max(0, x)\n",
-                                             "        # alpha * min(0, exp(x) - 1) + max(0, x), elementwise\n"))
+    # known issues are policy: the base revision's .dlci.yml says them (a PR's own cannot)
     (repo / ".dlci.yml").write_text(samples.DLCI_YML + "known_issues:\n  - target: tvm.from_exported_program\n"
                                     "    operator: '*ELU*'\n    link: https://example.invalid/issues/1\n")
+    git(repo, "commit", "-qam", "known issue")
+    broken = git(repo, "rev-parse", "HEAD").strip()
+    path.write_text(path.read_text().replace("        # alpha * min(0, exp(x) - 1) + max(0, x)\n",
+                                             "        # alpha * min(0, exp(x) - 1) + max(0, x), elementwise\n"))
     git(repo, "commit", "-qam", "comment")
     code, doc = scan(tmp_path, "--repo", str(repo), "--base", broken, "--head", "HEAD", "--budget", "120",
                      "--limit-per-op", "4", "--targets", "tvm.from_exported_program")
     assert doc["findings"], doc["stats"]
     assert all(f["new_in_pr"] is False and f["base"]["same_failure"] for f in doc["findings"])
-    # the .dlci.yml of the head marks the nn::ELU finding (if that instance is the representative) as known
+    # the base's .dlci.yml marks the nn::ELU finding (if that instance is the representative) as known
     for f in doc["findings"]:
         assert bool(f.get("known")) == ("ELU" in f["operator"])
     assert code == EXIT_CLEAN  # --fail-on new (the default for scan) does not count old bugs

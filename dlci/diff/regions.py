@@ -260,14 +260,41 @@ def _python_fallback(src: str) -> list[Region]:
 # ==============================================================================================================
 # C / C++ / CUDA
 
-_CPP_NOISE = re.compile(r"""
-      (?<![\w])(?:u8|[uUL])?R"(?P<delim>[^()\\\s"]{0,16})\(.*?\)(?P=delim)"   # raw string R"x(...)x"
-    | //(?:[^\n\\]|\\.)*                                                      # line comment (\-continued too)
-    | /\*.*?(?:\*/|\Z)                                                        # block comment
-    | "(?:[^"\\\n]|\\.)*"?                                                    # string literal
-    | (?<![\w])(?:u8|[uUL])?'(?:[^'\\\n]|\\.){1,10}'                          # char literal (not 1'000)
-    | ^[ \t]*\#(?:[^\n\\]|\\.)*                                               # preprocessor, continuations
+_CPP_LITERALS = r"""
+      (?P<raw>(?<![\w])(?:u8|[uUL])?R"(?P<delim>[^()\\\s"]{0,16})\((?P<rawbody>.*?)\)(?P=delim)")  # R"x(...)x"
+    | (?P<line>//(?:[^\n\\]|\\.)*)                                             # line comment (\-continued too)
+    | (?P<block>/\*.*?(?:\*/|\Z))                                               # block comment
+    | (?P<str>"(?P<strbody>(?:[^"\\\n]|\\.)*)"?)                                 # string literal
+    | (?P<chr>(?<![\w])(?:u8|[uUL])?'(?P<chrbody>(?:[^'\\\n]|\\.){1,10})')       # char literal (not 1'000)
+"""
+_CPP_NOISE = re.compile(_CPP_LITERALS, re.S | re.M | re.X)
+_CPP_NOISE_PRE = re.compile(_CPP_LITERALS + r"""
+    | (?P<pre>^[ \t]*\#(?:[^\n\\]|\\.)*)                                        # preprocessor, continuations
 """, re.S | re.M | re.X)
+
+
+def blank_cpp(text: str, strings: str = "keep", preprocessor: bool = False) -> str:
+    """C/C++ ``text`` with comments replaced by spaces, offsets and newlines unchanged (line numbers computed on the
+    result hold for the original). ``strings``: string and char literals kept (``keep``), their contents blanked
+    (``contents``: the quotes stay) or blanked whole (``whole``); ``preprocessor``: directives blanked too."""
+    def sub(m: re.Match) -> str:
+        kind = m.lastgroup
+        if kind in ("line", "block", "pre"):
+            return _blank(m.group(0))
+        if strings == "keep":
+            return m.group(0)
+        if strings == "whole":
+            return _blank(m.group(0))
+        whole = m.group(0)
+        for body in ("rawbody", "strbody", "chrbody"):
+            b = m.group(body)
+            if b is not None:
+                a = m.start(body) - m.start()
+                return whole[:a] + _blank(b) + whole[a + len(b):]
+        return whole
+    return (_CPP_NOISE_PRE if preprocessor else _CPP_NOISE).sub(sub, text)
+
+
 _CPP_TOKEN = re.compile(r"[A-Za-z_$][\w$]*|\d[\w.']*|::|->|\S")
 _IDENT = re.compile(r"[A-Za-z_$][\w$]*")
 _MACRO = re.compile(r"[A-Z][A-Z0-9_]*[A-Z0-9]")
@@ -300,7 +327,7 @@ class _CppScanner:
 
     def __init__(self, text: str):
         self.text = text
-        self.clean = _CPP_NOISE.sub(lambda m: _blank(m.group()), text)
+        self.clean = blank_cpp(text, strings="whole", preprocessor=True)
         self.close: dict[int, int] = {}
         opens: dict[str, list[int]] = {"(": [], "{": []}
         pair = {")": "(", "}": "{"}

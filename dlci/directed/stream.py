@@ -31,6 +31,7 @@ POOL = 64            # seeds kept (the closest)
 # reported with its closest test (goals no input of the operator can reach, such as a branch for an argument type the
 # framework never passes, must not cost the scan its budget)
 STALL_SECONDS = 25.0
+STALL_MIN = 8.0
 STALL_MUTANTS = 30
 
 
@@ -63,6 +64,9 @@ class DirectedStream:
         self.reaching_mutation: dict[str, str] = {}  # goal -> the mutation whose mutant first reached it
         self._mutation_of: dict[str, str] = {}
         self.t0 = time.monotonic()
+        # a short window stalls sooner: a fifth of it, within [STALL_MIN, STALL_SECONDS]
+        self.stall_seconds = STALL_SECONDS if until is None else min(STALL_SECONDS, max(
+            STALL_MIN, 0.2 * (until - self.t0)))
         self.progress_at = (self.t0, 0)  # (when, mutants made then): the last goal reached or trace come closer
         self.statements_before = 0
         # the second phase: what reached changed code, and the operator's own instances to carry a reaching
@@ -123,40 +127,40 @@ class DirectedStream:
     def _time_left(self) -> bool:
         return self.until is None or time.monotonic() < self.until
 
+    def _stalled(self, since: tuple[float, int]) -> bool:
+        """Nothing came of the last ``stall_seconds`` and STALL_MUTANTS (``since``: when, and the mutants made
+        then)."""
+        when, made_then = since
+        return time.monotonic() - when > self.stall_seconds and self.stats["mutants"] - made_then >= STALL_MUTANTS
+
     def __iter__(self):
-        idle = 0
-        while self.unreached and self._time_left():  # phase 1: reach the goals
-            when, made_then = self.progress_at
-            if time.monotonic() - when > STALL_SECONDS and self.stats["mutants"] - made_then >= STALL_MUTANTS:
-                self.stats["stalled"] += 1
-                break
-            made = self._next()
-            if not made:
-                idle += 1
-                if idle > 3 * max(1, len(self.seeds)):
-                    self.stats["exhausted"] += 1
-                    break
-                continue
-            idle = 0
-            yield from made
+        # phase 1: reach the goals
+        yield from self._phase(lambda: bool(self.unreached), lambda: self.progress_at, self._next, "stalled",
+                               idle_limit=lambda: 3 * max(1, len(self.seeds)))
         # phase 2: the changed statements run, with values their tests have not shown yet: the presentations that
         # reached them carried over to the operator's other instances, and what reached them mutated further,
         # until that stalls too (no new failure signature)
         self.found_at = (time.monotonic(), self.stats["mutants"])
+        yield from self._phase(lambda: bool(self.reachers), lambda: self.found_at, self._vary, "varied_stalled",
+                               idle_limit=lambda: 20)
+
+    def _phase(self, wanted, since, make, stall_stat: str, idle_limit):
+        """Tests from ``make`` while ``wanted()`` and time is left, until ``since()`` says nothing came of the last
+        while (STALL_SECONDS and STALL_MUTANTS) or ``make`` has nothing more ``idle_limit()`` times in a row."""
         idle = 0
-        while self.reachers and self._time_left():
-            when, made_then = self.found_at
-            if time.monotonic() - when > STALL_SECONDS and self.stats["mutants"] - made_then >= STALL_MUTANTS:
-                self.stats["varied_stalled"] += 1
+        while wanted() and self._time_left():
+            if self._stalled(since()):
+                self.stats[stall_stat] += 1
                 return
-            made = self._vary()
-            if not made:
-                idle += 1
-                if idle > 20:
-                    return
+            made = make()
+            if made:
+                idle = 0
+                yield from made
                 continue
-            idle = 0
-            yield from made
+            idle += 1
+            if idle > idle_limit():
+                self.stats["exhausted"] += 1
+                return
 
     def _pick_seed(self) -> _Seed | None:
         live = [s for s in self.seeds.values() if s.depth < MAX_DEPTH]

@@ -23,6 +23,7 @@ import numpy as np
 
 from dlci.fuzz.build import ADAPTER_OPS, Builder, ValueDomainError
 from dlci.models.graph import DEFAULT_OPSET, GraphError, Value, schema
+from dlci.operators import ONNX_RANDOM as _RANDOM
 
 OUT_DEGREES = (0, 1, 2)  # the out-degrees the corpus allows every operator (the paper's {0, 1, 2})
 # operators left out of operator blocks, with why (everything else float32-valued from the node tests is in)
@@ -32,7 +33,6 @@ EXCLUDED = {
     "Constant": "no data input", "ConstantOfShape": "no data input", "EyeLike": "no data input",
     "Range": "no data input",
 }
-_RANDOM = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli", "Multinomial"}
 
 
 class Block:

@@ -21,6 +21,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from dlci.diff.regions import blank_cpp as _blank_cpp
 from dlci.profiles.base import ProfileResult, Touch
 
 IDENT = re.compile(r"[A-Za-z_]\w*")
@@ -29,35 +30,10 @@ IDENT = re.compile(r"[A-Za-z_]\w*")
 # C++ text
 # ---------------------------------------------------------------------------------------------------------------
 
-_CPP_NOISE = re.compile(r"""
-      (?P<raw>(?<![\w])(?:u8|[uUL])?R"(?P<delim>[^()\\\s"]{0,16})\((?P<rawbody>.*?)\)(?P=delim)")
-    | (?P<line>//[^\n]*)
-    | (?P<block>/\*.*?(?:\*/|\Z))
-    | (?P<str>"(?P<strbody>(?:[^"\\\n]|\\.)*)"?)
-    | (?P<chr>(?<![\w])'(?P<chrbody>(?:[^'\\\n]|\\.){1,10})')
-""", re.S | re.X)
-
-
-def _spaces(s: str) -> str:
-    return re.sub(r"[^\n]", " ", s)
-
-
 def blank_cpp(text: str, strings: bool = False) -> str:
-    """``text`` with comments (and, if ``strings``, the contents of string/char literals) replaced by spaces.
-    Offsets and newlines are unchanged, so line numbers computed on the result hold for the original."""
-    def sub(m: re.Match) -> str:
-        if m.group("line") is not None or m.group("block") is not None:
-            return _spaces(m.group(0))
-        if not strings:
-            return m.group(0)
-        whole = m.group(0)
-        for body in ("rawbody", "strbody", "chrbody"):
-            b = m.group(body)
-            if b is not None:
-                a = m.start(body) - m.start()
-                return whole[:a] + _spaces(b) + whole[a + len(b):]
-        return whole
-    return _CPP_NOISE.sub(sub, text)
+    """``text`` with comments (and, if ``strings``, the contents of string/char literals) replaced by spaces
+    (dlci.diff.regions.blank_cpp; preprocessor lines kept: ``#define`` bodies are read apart)."""
+    return _blank_cpp(text, strings="contents" if strings else "keep")
 
 
 _PAIRS = {"(": ")", "[": "]", "{": "}"}
@@ -753,6 +729,17 @@ class PyFile:
 
 
 PyReader = Callable[[str, str], "PyFile | None"]   # (path, text) -> PyFile
+
+
+def registrations(path: str, text: str, rows_of) -> "PyFile | None":
+    """A Python file whose converters register themselves with decorators (onnxscript's ``@torch_op``, onnx2torch's
+    ``@add_converter``, tf2onnx's ``@tf_op``): ``rows_of(definition, decorator)`` gives the table rows one decorated
+    definition registers (none for other decorators)."""
+    defs = py_defs(text)
+    if defs is None:
+        return None
+    rows = [row for d in defs for dec in d.decorators for row in rows_of(d, dec)]
+    return PyFile(path, defs, rows)
 
 
 class PyTables:

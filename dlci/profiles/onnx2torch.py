@@ -11,7 +11,7 @@ import ast
 
 from dlci.diff import Diff, GitRepo
 from dlci.profiles import register
-from dlci.profiles._tables import (Entry, PyFile, analyse_folder, call_name, directly_in, py_defs)
+from dlci.profiles._tables import (Entry, PyFile, analyse_folder, call_name, directly_in, registrations)
 from dlci.profiles.base import Profile, ProfileResult
 
 CONVERTERS = "onnx2torch/node_converters"
@@ -41,23 +41,16 @@ def _domain(node) -> str:
 
 
 def read(path: str, text: str) -> PyFile | None:
-    defs = py_defs(text)
-    if defs is None:
-        return None
-    rows = []
-    for d in defs:
-        if d.kind != "function":
-            continue
-        for dec in d.decorators:
-            if call_name(dec) == "add_converter" and isinstance(dec, ast.Call):
-                op = _const(_arg(dec, 0, "operation_type"))
-                if op is None:
-                    continue
-                version = _const(_arg(dec, 1, "version")) or "?"
-                rows.append(Entry(op, _domain(_arg(dec, 2, "domain")), path, dec.lineno, dec.end_lineno,
-                                  frozenset({d.key}), f"{d.name} (add_converter {op} v{version})", (),
-                                  "add_converter registration"))
-    return PyFile(path, defs, rows)
+    def rows(d, dec):
+        if d.kind != "function" or call_name(dec) != "add_converter" or not isinstance(dec, ast.Call):
+            return []
+        op = _const(_arg(dec, 0, "operation_type"))
+        if op is None:
+            return []
+        version = _const(_arg(dec, 1, "version")) or "?"
+        return [Entry(op, _domain(_arg(dec, 2, "domain")), path, dec.lineno, dec.end_lineno, frozenset({d.key}),
+                      f"{d.name} (add_converter {op} v{version})", (), "add_converter registration")]
+    return registrations(path, text, rows)
 
 
 _converter_file = directly_in(CONVERTERS)

@@ -12,7 +12,8 @@ import ast
 from dlci.diff import Diff, GitRepo
 from dlci.targets import reaching
 from dlci.profiles import register
-from dlci.profiles._tables import (Entry, PyFile, analyse_folder, call_name, directly_in, py_defs, strings_in)
+from dlci.profiles._tables import (Entry, PyFile, analyse_folder, call_name, directly_in, registrations,
+                                   strings_in)
 from dlci.profiles.base import Profile, ProfileResult
 
 OPS = "onnxscript/function_libs/torch_lib/ops"
@@ -24,20 +25,12 @@ def _namespace(name: str) -> str:
 
 
 def read(path: str, text: str) -> PyFile | None:
-    defs = py_defs(text)
-    if defs is None:
-        return None
-    rows = []
-    for d in defs:
-        if d.kind != "function":
-            continue
-        for dec in d.decorators:
-            if call_name(dec) == "torch_op" and isinstance(dec, ast.Call) and dec.args:
-                for name in strings_in(dec.args[0]):
-                    rows.append(Entry(name, _namespace(name), path, dec.lineno, dec.end_lineno,
-                                      frozenset({d.key}), d.name, reaching(COMPONENT),
-                                      "torch_op registration"))
-    return PyFile(path, defs, rows)
+    def rows(d, dec):
+        if d.kind != "function" or call_name(dec) != "torch_op" or not isinstance(dec, ast.Call) or not dec.args:
+            return []
+        return [Entry(name, _namespace(name), path, dec.lineno, dec.end_lineno, frozenset({d.key}), d.name,
+                      reaching(COMPONENT), "torch_op registration") for name in strings_in(dec.args[0])]
+    return registrations(path, text, rows)
 
 
 _ops_file = directly_in(OPS)

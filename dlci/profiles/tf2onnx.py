@@ -12,7 +12,8 @@ import ast
 
 from dlci.diff import Diff, GitRepo
 from dlci.profiles import register
-from dlci.profiles._tables import (Entry, PyFile, analyse_folder, call_name, directly_in, py_defs, strings_in)
+from dlci.profiles._tables import (Entry, PyFile, analyse_folder, call_name, directly_in, registrations,
+                                   strings_in)
 from dlci.profiles.base import Profile, ProfileResult
 
 OPSET = "tf2onnx/onnx_opset"
@@ -20,21 +21,16 @@ DECORATORS = {"tf_op": "tf", "tfl_op": "tflite", "tfjs_op": "tfjs"}
 
 
 def read(path: str, text: str) -> PyFile | None:
-    defs = py_defs(text)
-    if defs is None:
-        return None
-    rows = []
-    for d in defs:
-        for dec in d.decorators:
-            ns = DECORATORS.get(call_name(dec) or "")
-            if ns and isinstance(dec, ast.Call) and dec.args:
-                onnx_op = next((k.value.value for k in dec.keywords if k.arg == "onnx_op"
-                                and isinstance(k.value, ast.Constant)), None)
-                for op in strings_in(dec.args[0]):
-                    rows.append(Entry(op, ns, path, dec.lineno, dec.end_lineno, frozenset({d.key}),
-                                      d.name + (f" (-> {onnx_op})" if onnx_op else ""), (),
-                                      f"{call_name(dec)} handler"))
-    return PyFile(path, defs, rows)
+    def rows(d, dec):
+        ns = DECORATORS.get(call_name(dec) or "")
+        if not ns or not isinstance(dec, ast.Call) or not dec.args:
+            return []
+        onnx_op = next((k.value.value for k in dec.keywords if k.arg == "onnx_op"
+                        and isinstance(k.value, ast.Constant)), None)
+        return [Entry(op, ns, path, dec.lineno, dec.end_lineno, frozenset({d.key}),
+                      d.name + (f" (-> {onnx_op})" if onnx_op else ""), (), f"{call_name(dec)} handler")
+                for op in strings_in(dec.args[0])]
+    return registrations(path, text, rows)
 
 
 _opset_file = directly_in(OPSET)

@@ -36,27 +36,40 @@ def _from_signature(sig: inspect.Signature) -> list[dict] | None:
     return out
 
 
-def _from_docstring(doc: str) -> list[dict] | None:
-    """``avg_pool2d(input, kernel_size, stride=None, ...) -> Tensor``: the first line of torch builtins' docs."""
+def doc_signature(doc: str) -> ast.arguments | None:
+    """The parameters of the signature on the first line of a torch builtin's docstring
+    (``avg_pool2d(input, kernel_size, stride=None, ...) -> Tensor``), parsed as a Python ``def``'s; None if none."""
     first = next((ln for ln in (doc or "").splitlines() if ln.strip()), "")
     m = _DOC_SIG.match(first)
     if not m:
         return None
     try:
-        tree = ast.parse(f"def f({m.group(2)}): pass")
+        return ast.parse(f"def f({m.group(2)}): pass").body[0].args
     except SyntaxError:
         return None
-    a = tree.body[0].args
+
+
+def _from_docstring(doc: str) -> list[dict] | None:
+    """Parameters in positional order as dicts (``name``, ``has_default``, ``default`` where it is a literal,
+    ``keyword``, ``kwonly``, ``var`` for ``*args``, named ``*<name>``), from a torch builtin's docstring."""
+    a = doc_signature(doc)
+    if a is None:
+        return None
+
+    def literal(node) -> dict:
+        try:
+            return {"default": ast.literal_eval(node)}
+        except (ValueError, SyntaxError, TypeError):
+            return {}
     pos = a.posonlyargs + a.args
-    n_def = len(a.defaults)
-    out = []
-    for i, arg in enumerate(pos):
-        out.append({"name": arg.arg, "has_default": i >= len(pos) - n_def, "keyword": i >= len(a.posonlyargs),
-                    "kwonly": False})
+    first_default = len(pos) - len(a.defaults)
+    out = [{"name": arg.arg, "has_default": i >= first_default, "keyword": i >= len(a.posonlyargs),
+            "kwonly": False, **(literal(a.defaults[i - first_default]) if i >= first_default else {})}
+           for i, arg in enumerate(pos)]
     if a.vararg is not None:
-        return out + [{"name": "*" + a.vararg.arg, "has_default": False, "keyword": False, "var": True}]
-    for arg, default in zip(a.kwonlyargs, a.kw_defaults):
-        out.append({"name": arg.arg, "has_default": default is not None, "keyword": True, "kwonly": True})
+        out.append({"name": "*" + a.vararg.arg, "has_default": False, "keyword": False, "var": True})
+    out += [{"name": arg.arg, "has_default": d is not None, "keyword": True, "kwonly": True,
+             **(literal(d) if d is not None else {})} for arg, d in zip(a.kwonlyargs, a.kw_defaults)]
     return out
 
 

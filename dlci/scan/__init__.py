@@ -43,7 +43,14 @@ class ScanRequest:
 
 
 def scan(req: ScanRequest) -> Report:
-    """Run the scan and write its report into ``req.options.out``."""
+    """Run the scan and write its report into ``req.options.out``. It runs the pull request's code: what it caches
+    is kept apart from what trusted runs read (dlci.cache)."""
+    from dlci import cache
+    with cache.untrusted_run():
+        return _scan(req)
+
+
+def _scan(req: ScanRequest) -> Report:
     from dlci import operators, profiles
     from dlci.checkout import Checkout
     from dlci.diff import GitRepo

@@ -140,7 +140,6 @@ def _meta(inst: Instance) -> _Meta:
 # -- signatures and documented options ----------------------------------------------------------------------------
 
 _EMPTY = object()  # no default
-_DOC_SIG = re.compile(r"^\s*([A-Za-z_][\w.]*)\((.*)\)\s*(->.*)?$")
 
 
 @dataclass(frozen=True)
@@ -160,21 +159,12 @@ def _literal(node) -> Any:
 
 def _doc_signature(doc: str) -> list[_P] | None:
     """The first line of a torch builtin's docstring, ``gelu(input, approximate='none') -> Tensor``, as parameters."""
-    first = next((ln for ln in (doc or "").splitlines() if ln.strip()), "")
-    m = _DOC_SIG.match(first)
-    if not m:
+    from dlci.reduce._introspect import _from_docstring
+    params = _from_docstring(doc)
+    if params is None:
         return None
-    try:
-        a = ast.parse(f"def f({m.group(2)}): pass").body[0].args
-    except SyntaxError:
-        return None
-    pos = a.posonlyargs + a.args
-    defaults = [_EMPTY] * (len(pos) - len(a.defaults)) + [_literal(d) for d in a.defaults]
-    out = [_P(p.arg, d, keyword=i >= len(a.posonlyargs)) for i, (p, d) in enumerate(zip(pos, defaults))]
-    if a.vararg is not None:
-        out.append(_P(a.vararg.arg, keyword=False, var=True))
-    out += [_P(p.arg, _EMPTY if d is None else _literal(d)) for p, d in zip(a.kwonlyargs, a.kw_defaults)]
-    return out
+    return [_P(p["name"].lstrip("*"), p.get("default", _EMPTY), keyword=p["keyword"], var=p.get("var", False))
+            for p in params]
 
 
 def _from_inspect(obj) -> list[_P] | None:

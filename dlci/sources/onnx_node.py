@@ -15,8 +15,8 @@ from dlci.instance import STORABLE_KINDS, Instance, Origin, TensorSpec, Unencoda
 from dlci.sources import Source, register
 from dlci.instance.recipe import attribute_value, op_id
 from dlci.sources._common import dist_version
+from dlci.operators import ONNX_RANDOM as _RANDOM_OPS
 
-_RANDOM_OPS = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli", "Multinomial"}
 _EXPANDED = re.compile(r"_expanded(_ver\d+)?$")
 
 

@@ -56,7 +56,7 @@ class Target:
     unsupported_dtypes: ClassVar[tuple[str, ...]] = ()
 
     # tests packed into one model and converted/compiled together (dlci.testcase.execute_batch) where the form has
-    # a packer (dlci.models.pack.PACKERS); 1: one test per model. Chosen from measured costs: see README "Speed"
+    # a packer (dlci.models.pack.PACKERS); 1: one test per model. Chosen from measured costs: docs/architecture.md, "Batches"
     batch_size: ClassVar[int] = 1
 
     # the entry point's own options, beside the defaults dlci converts with: name -> the values worth trying
