@@ -16,4 +16,8 @@ demo: $(BIN)/dlci
 test: $(BIN)/dlci
 	$(BIN)/python -m pytest -q --durations=40 tests
 
-.PHONY: install demo test
+# the inner loop: everything but the tests marked slow (real scans, campaigns, pip installs, bisections)
+check: $(BIN)/dlci
+	$(BIN)/python -m pytest -q -m "not slow" --durations=15 tests
+
+.PHONY: install demo test check

@@ -72,6 +72,7 @@ def test_onnx_graph_localisation_traces_the_divergence_and_measures_the_culprits
     assert execute(graph_instance(net(False), [x]), "openvino.onnx").status == "pass"
 
 
+@pytest.mark.slow
 def test_dlci_test_model_localises_a_torch_models_culprit_and_its_parameter_without_noise_from_its_clean_twin(
         tmp_path):
     """TVM 0.27's FX importer ignores avg_pool2d(divisor_override=...): in an eight-operator model it is named, with
@@ -170,6 +171,7 @@ def test_the_genetic_search_reaches_a_domain_edge_random_sampling_misses():
     assert ga is not None and first_hit("random") is None
 
 
+@pytest.mark.slow
 def test_dlci_evolve_runs_candidates_through_the_targets_and_reports_the_search(tmp_path):
     """A correct target gives no finding however the inputs and weights move; the report says what was searched."""
     pytest.importorskip("onnxruntime")

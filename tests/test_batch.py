@@ -75,6 +75,7 @@ def test_models_that_cannot_share_a_header_run_alone(node_instances):
     assert onnx_pack_key(other) is None
 
 
+@pytest.mark.slow
 def test_a_batched_campaign_reports_what_an_unbatched_one_does(tmp_path):
     import json
     import subprocess
@@ -149,6 +150,7 @@ def test_a_member_exported_with_dynamic_dims_runs_alone(opinfo_instances):
 # (OpenVINO's unsupported-operator list), torch.compile (a few: each alone compiles for seconds)
 @pytest.mark.parametrize("target,count", [("tvm.from_exported_program", 16), ("tvm.from_onnx", 16),
                                           ("openvino.pytorch", 16), ("torch.compile", 5)])
+@pytest.mark.slow
 def test_a_batch_of_torch_tests_reports_what_each_test_alone_reports(opinfo_instances, target, count):
     if target.startswith("openvino"):
         pytest.importorskip("openvino")

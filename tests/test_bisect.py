@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # bisections: pip installs of releases into layers, commit checkouts, scans
+
 from dlci.bisect import attribution, oracle, releases, search
 from dlci.bisect.commits import commit_range, first_bad_commit
 from dlci.bisect.oracle import BAD, GOOD, SKIP, Verdict

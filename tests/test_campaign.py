@@ -44,6 +44,7 @@ def test_targets_lists_versions():
         assert name in names and names[name]["version"], name
 
 
+@pytest.mark.slow
 def test_campaign_finds_confirms_and_reproduces_a_real_bug(tmp_path):
     # TVM 0.27's from_fx celu converter ignores a positional alpha: a real bug on the pinned stack.
     # torch.onnx (the exporter, run by ONNX Runtime) gets the same instances and must stay clean.

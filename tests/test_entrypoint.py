@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every test here runs the action's real scan (or reuses one)
+
 pytest.importorskip("tvm")
 
 from dlci import samples  # noqa: E402

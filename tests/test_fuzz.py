@@ -62,6 +62,7 @@ def test_a_multi_operator_bug_is_localised_reduced_to_its_operators_and_reproduc
     assert "no operator alone fails this way; the error names `onnx::GatherElements`" in report_md
 
 
+@pytest.mark.slow
 def test_dlci_fuzz_writes_findings_with_coverage_and_a_rejecting_target_is_unsupported(tmp_path, monkeypatch):
     monkeypatch.setenv("DLCI_TARGET_MODULES", "rejecting_target")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(FIXTURES / "targets"), os.environ.get("PYTHONPATH", "")]))
@@ -92,6 +93,7 @@ def test_dlci_fuzz_bad_input_is_a_usage_error(tmp_path, capsys, args, message):
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_fuzz_share_of_a_scan_catches_a_graph_level_regression_no_single_operator_test_sees(tmp_path):
     """The sample reverts TVM's fix #18209: the importer's node loop again refuses a Resize whose sizes are computed
     from Shape. The single-operator Resize tests pass (constant sizes); networks built around the touched operators

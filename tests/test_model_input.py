@@ -2,6 +2,8 @@
 to the operators it needs, and its reproducer fails alone."""
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import subprocess
@@ -34,6 +36,7 @@ def _model(path: Path, dynamic: bool = False) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_whole_model_failure_is_cut_down_to_the_operators_it_needs(tmp_path):
     model = _model(tmp_path / "shape_model.onnx")
     out = tmp_path / "out"

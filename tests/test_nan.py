@@ -175,6 +175,7 @@ def _args(out: Path, *programs: str, budget: float = 10.0, strategy: str = "grad
     return Namespace(program=list(programs), budget=budget, strategy=strategy, seed=0, out=str(out), fail_on="any")
 
 
+@pytest.mark.slow
 def test_command_writes_confirmed_findings_with_standalone_reproducers(torch_file, tmp_path):
     from dlci.nan.command import main
     prog = tmp_path / "prog.py"

@@ -314,6 +314,7 @@ def test_snaps_reach_exact_collapses(torch_file, function, op):
     assert res.seconds_to_first < 10
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("function", ["channel_std", "unit_rows"])
 def test_without_snaps_the_collapse_is_missed(torch_file, function):
     """The same programs: continuous steps alone and random draws do not get there in the same budget."""
@@ -393,6 +394,7 @@ def test_gradients_pass_through_probed_operations(tf_file):
     assert any(np.any(g) for g in rec.grads.values())
 
 
+@pytest.mark.slow
 def test_tensorflow_collapse_with_a_reproducer_that_needs_no_dlci(tf_file, tmp_path):
     from dlci.nan import search
     from dlci.nan.command import main

@@ -54,6 +54,7 @@ def test_unknown_rule_is_a_usage_error(tmp_path):
     assert proc.returncode == 2 and "unknown rule" in proc.stderr
 
 
+@pytest.mark.slow
 def test_false_equivalence_becomes_a_confirmed_reduced_finding(tmp_path):
     env = {"PYTHONPATH": os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")]),
            "DLCI_RULE_MODULES": "false_elu_rule"}
@@ -153,6 +154,7 @@ def test_scan_runs_a_librarys_rules_only_for_its_own_pr():
         rule_targets(torch_pr, Config(rules=["no.such.rule"]), None)
 
 
+@pytest.mark.slow
 def test_tensorflow_rules_run_on_tensorflow_op_instances(tmp_path):
     """tf_ops gives the TensorFlow rules operator material beyond keras layers: `dlci rules --ops tf.math.xdivy
     --library tensorflow` runs the op-call rules (tf.function, XLA, autograd, SavedModel) on Xdivy instances and none

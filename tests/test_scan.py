@@ -31,6 +31,7 @@ def scan(tmp_path, *args) -> tuple[int, dict]:
     return code, doc
 
 
+@pytest.mark.slow
 def test_sample_pr_bug_is_caught_new_in_pr_with_a_reproducer_that_fails_on_head_only(tmp_path):
     code, doc = scan(tmp_path, "--sample", "tvm-elu-minimum", "--budget", "150", "--limit-per-op", "6",
                      "--fuzz-share", "0")  # the fuzz share has its own test (test_fuzz.py)
@@ -62,6 +63,7 @@ def test_docs_only_pr_has_nothing_to_test(tmp_path):
     assert "Nothing to test" in (tmp_path / "out" / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_refactor_pr_is_tested_and_produces_no_finding(tmp_path):
     code, doc = scan(tmp_path, "--sample", "tvm-elu-refactor", "--budget", "90", "--limit-per-op", "3")
     assert code == EXIT_CLEAN, doc.get("findings")
@@ -76,6 +78,7 @@ def test_refactor_pr_is_tested_and_produces_no_finding(tmp_path):
     assert "Test gap" in (tmp_path / "out" / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_bug_already_on_base_is_not_new(tmp_path):
     repo, _base, broken = samples.build("tvm-elu-minimum", tmp_path / "repo")
     rel = "python/tvm/relax/frontend/torch/base_fx_graph_translator.py"
@@ -120,6 +123,7 @@ def test_bad_input_is_a_usage_error(tmp_path, capsys):
     assert "budget must be" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_new_failure_is_never_folded_into_an_old_one(tmp_path):
     """The sample swaps avg_pool2d's ceil_mode and count_include_pad, while the base revision already gets
     avg_pool2d wrong the same way (value mismatch) on other instances: the new failures are reported new, apart."""
@@ -139,6 +143,7 @@ def test_a_new_failure_is_never_folded_into_an_old_one(tmp_path):
     assert not any(f"| {f['id']} |" in section for f in old)
 
 
+@pytest.mark.slow
 def test_support_the_pr_removes_is_a_new_finding(tmp_path):
     """The sample drops FX's softplus function entry: base converts F.softplus, head says it does not support it."""
     code, doc = scan(tmp_path, "--sample", "tvm-fx-softplus-removed", "--budget", "150", "--fuzz-share", "0")
@@ -150,6 +155,7 @@ def test_support_the_pr_removes_is_a_new_finding(tmp_path):
     assert f["base"]["status"] == "pass" and f["repro_checked"] is True and f["repro_passes_on_base"] is True
 
 
+@pytest.mark.slow
 def test_a_quantized_tflite_regression_is_caught_through_the_quantized_variants(tmp_path):
     """The sample pools quantized tensors in int8 (TVM's TFLite frontend summed them in int32): only quantized TFLite
     models take that branch, so the catch comes from tflite_variants, new in the PR, with a reproducer that fails on
@@ -164,6 +170,7 @@ def test_a_quantized_tflite_regression_is_caught_through_the_quantized_variants(
     assert f["repro_checked"] is True and f["repro_passes_on_base"] is True
 
 
+@pytest.mark.slow
 def test_an_openvino_python_side_regression_runs_the_prs_python_over_the_installed_libraries(tmp_path):
     """The sample drops torch.bfloat16 from the PyTorch decoders' type table (OpenVINO's Python package): no
     .dlci.yml, the profile's defaults run the checkout's Python over the wheel's native libraries, and the bfloat16

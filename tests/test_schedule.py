@@ -1,6 +1,8 @@
 """The cost-aware scheduler (dlci.campaign.schedule): budget shares per (target, source) arm, plan order within."""
 from __future__ import annotations
 
+import pytest
+
 import json
 import subprocess
 import sys
@@ -131,6 +133,7 @@ def test_every_test_is_handed_out_once_and_running_tests_are_charged():
     assert [(t.target) for t in handed[:3]] == ["a", "b", "c"]
 
 
+@pytest.mark.slow
 def test_a_broad_run_records_the_arms_and_their_shares(tmp_path):
     root = Path(__file__).resolve().parent.parent
     out = tmp_path / "out"

@@ -149,6 +149,7 @@ CASES = ["tvm_ep", "tvm_ep_fixed", "tvm_fx", "tvm_fx_fixed", "ov", "ov_fixed", "
          "tvm_onnx_crash", "torch_onnx", "tflite_right"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CASES)
 def test_rendered_test_fails_with_the_bug_and_passes_without(cases, name):
     finding, inst, path, got, want = cases[name]

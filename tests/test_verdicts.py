@@ -131,6 +131,7 @@ RUN = ["--ops", "elu,softplus,avg_pool2d,hardtanh,leaky_relu,celu", "--targets",
        "tvm.from_fx,tvm.from_onnx,openvino.pytorch,tvm.from_exported_program", "--limit-per-op", "8"]
 
 
+@pytest.mark.slow
 def test_sigterm_after_the_tests_ends_the_run_within_seconds_with_its_partial_report(tmp_path):
     """A cancellation while reproducers run alone (the engine's own handling covers the test phase:
     test_campaign.py) is honoured too: the child processes are killed and the partial report written."""
@@ -153,6 +154,7 @@ def test_sigterm_after_the_tests_ends_the_run_within_seconds_with_its_partial_re
     assert "partial" in (out / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_the_budget_bounds_the_whole_run_confirmation_reduction_and_reproducers_included(tmp_path):
     out = tmp_path / "out"
     budget = 45
