@@ -27,6 +27,7 @@ SOURCES = ("opinfo", "module_db", "onnx_node", "keras_tests")
 
 def runnable_per_source() -> dict:
     from dlci import models
+    from dlci.models.references import reference
     from dlci.sources import load
     report = {}
     for name in SOURCES:
@@ -37,7 +38,7 @@ def runnable_per_source() -> dict:
         for inst in instances:
             ops.add(inst.op)
             try:
-                models.reference(inst)
+                reference(inst)
             except Exception:
                 continue
             finally:

@@ -4,7 +4,7 @@ the test-style reproducers (the whole file, and the block a maintainer pastes), 
     .venv/bin/python benchmarks/reproducers.py [--ops elu,celu,...] [--targets tvm.from_fx,...] [--budget 600]
         [--before 64c20e1] [--check] [--keep DIR] [--json FILE]
 
-One campaign runs in this process through dlci.campaign.stages (plan, execute with confirmation, collect, reduce:
+One campaign runs in this process through dlci.campaign's stages (plan, execute with confirmation, collect, reduce:
 what `dlci test` runs before it writes reproducers), so each finding is represented by its reduced instance. Each
 finding's reproducers are then rendered twice: by this tree's renderers, and by the renderers of git revision
 ``--before`` (its dlci package extracted with `git archive` and run in a subprocess on the same findings and
@@ -75,6 +75,7 @@ def campaign_findings(ops: str, targets: str, budget: float, limit_per_op: int, 
     """(findings, instances) of one campaign, reduced as `dlci test` reduces them."""
     from dlci import sources, targets as T
     from dlci.campaign import stages
+    from dlci.campaign.execution import execute, open_engine
     from dlci.campaign.options import RunOptions
     from dlci.campaign.state import Campaign
     from dlci.sources.selection import gather
@@ -89,8 +90,8 @@ def campaign_findings(ops: str, targets: str, budget: float, limit_per_op: int, 
     campaign = Campaign({i.id: i for i in instances}, dict(chosen))
     tests = stages.plan(instances, campaign.targets)
     out.mkdir(parents=True, exist_ok=True)
-    with stages.open_engine(options, campaign.targets) as engine:
-        stages.execute(campaign, tests, engine, options)
+    with open_engine(options, campaign.targets) as engine:
+        execute(campaign, tests, engine, options)
         findings = stages.collect(campaign)
         stages.reduce(findings, campaign, engine, options)
     return findings, campaign.instances

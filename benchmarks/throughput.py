@@ -1,7 +1,7 @@
 """Throughput: the same instances through each target named, valid tests per minute three ways: dlci's engine with
-batched tests (members packed into one model where the target can, dlci.testcase.execute_batch), the engine one test
-per job, and one process per test (on the first --naive-count instances). Batched and per-test sides must report
-the same (status, stage, symptom) per test (``same_statuses``) and so the same failing tests.
+batched tests (members packed into one model where the target can, dlci.testcase.batch.execute_batch), the engine
+one test per job, and one process per test (on the first --naive-count instances). Batched and per-test sides must
+report the same (status, stage, symptom) per test (``same_statuses``) and so the same failing tests.
 
 A fourth side, the engine as issue 15 found it (``engine_as_filed``): one test per job with torch's exporters as
 torch ships them (``DLCI_EXPORT_CACHES=off``: no torchlib registry or CIA set kept per process, both built while
@@ -65,7 +65,7 @@ def jobs_for(instances, target):
 def batch_jobs_for(instances, target):
     from dlci.targets import get
     size = get(target).batch_size
-    return [Job(id=f"b{k}@{target}", func="dlci.testcase:execute_batch_job", args=(instances[k:k + size], target),
+    return [Job(id=f"b{k}@{target}", func="dlci.testcase.batch:execute_batch_job", args=(instances[k:k + size], target),
                 instance_id=instances[k].id, op=instances[k].op, target=target, affinity=f"batch:{target}",
                 timeout=480) for k in range(0, len(instances), size)]
 

@@ -22,7 +22,7 @@ MODELS = Path(__file__).parent / "fixtures" / "models" / "torch_models.py"
 
 
 def test_a_torch_model_is_seen_as_its_fx_graph_and_each_node_alone_recomputes_that_node():
-    from dlci import models
+    from dlci.models.references import reference
     from dlci.models.fx import FxView
     from dlci.models.program import program_instance
     inst = program_instance(f"{MODELS}:conv_pool")
@@ -39,11 +39,11 @@ def test_a_torch_model_is_seen_as_its_fx_graph_and_each_node_alone_recomputes_th
     assert "state:weight" in conv.arrays
     # the program exposing every node's value keeps its own output first; fixing a node feeds it from outside
     exposed, names = view.exposed(list(range(len(view))))
-    ref, _ = models.reference(exposed)
-    assert len(ref) == 1 + len(names) and np.array_equal(ref[0], models.reference(inst)[0][0])
+    ref, _ = reference(exposed)
+    assert len(ref) == 1 + len(names) and np.array_equal(ref[0], reference(inst)[0][0])
     fixed = view.fixed(2)
     assert fixed.call["substitute"] == ["avg_pool2d"] and len(fixed.inputs) == 2
-    assert np.allclose(models.reference(fixed)[0][0], models.reference(inst)[0][0], atol=1e-6)
+    assert np.allclose(reference(fixed)[0][0], reference(inst)[0][0], atol=1e-6)
 
 
 def test_onnx_graph_localisation_traces_the_divergence_and_measures_the_culprits_share():
@@ -144,6 +144,7 @@ def test_the_genetic_search_reaches_a_domain_edge_random_sampling_misses():
     import math
     import torch
     from dlci import models
+    from dlci.models.references import reference
     from dlci.evolve.genome import Genome
     from dlci.evolve.search import Population, Settings
     from dlci.models.program import program_instance, program_module
@@ -163,7 +164,7 @@ def test_the_genetic_search_reaches_a_domain_edge_random_sampling_misses():
                 z = module.fc2(torch.tanh(module.fc1(torch.from_numpy(cand.arrays["in:0"]))) * 4.0).numpy()
             if ((z > 88.38) & (z < 88.72)).any():
                 return n
-            out = models.reference(cand)[0][0].astype(np.float64)
+            out = reference(cand)[0][0].astype(np.float64)
             pop.add(values, math.log10(1 + out.max() - out.min()))
             models.clear_cache()
         return None

@@ -12,9 +12,11 @@ onnxruntime = pytest.importorskip("onnxruntime")
 
 from dlci import models, sources  # noqa: E402
 from dlci.models.pack import onnx_pack_key, pack_onnx  # noqa: E402
+from dlci.models.references import reference  # noqa: E402
 from dlci.outcome import CRASH, INVALID, PASS, UNSUPPORTED  # noqa: E402
 from dlci.targets import get  # noqa: E402
-from dlci.testcase import execute, execute_batch  # noqa: E402
+from dlci.testcase import execute  # noqa: E402
+from dlci.testcase.batch import execute_batch  # noqa: E402
 
 TARGET = "tvm.from_onnx"
 
@@ -118,7 +120,7 @@ def test_packed_torch_members_compute_what_each_member_computes(opinfo_instances
     packer = PACKERS[form]
     assert {packer.member_form(i) for i in picked} == {"torch_module"}
     mods = [models.build(i, "torch_module") for i in picked]
-    n_out = [len(models.reference(i)[0]) for i in picked]
+    n_out = [len(reference(i)[0]) for i in picked]
     packed, n_in, got_n_out = packer.pack(picked, mods, n_out)
     assert n_in == [len(i.input_arrays()) for i in picked] and got_n_out == n_out
     args = [a for i in picked for a in i.input_arrays()]
@@ -131,7 +133,7 @@ def test_packed_torch_members_compute_what_each_member_computes(opinfo_instances
     assert len(outs) == sum(n_out)
     pos = 0
     for inst, n in zip(picked, n_out):
-        want = models.reference(inst)[0]
+        want = reference(inst)[0]
         for got, exp in zip(outs[pos:pos + n], want):
             np.testing.assert_allclose(got, exp, rtol=1e-6, atol=1e-6)
         pos += n
@@ -197,7 +199,7 @@ def test_members_whose_own_code_or_nodes_fail_the_packed_export_are_invalid_with
 
 
 def test_a_failed_group_takes_out_the_members_its_message_names():
-    from dlci.testcase import _names_operator
+    from dlci.testcase.batch import _names_operator
     msg = "Unsupported function types ['erfinv.default', 'special_bessel_j0']"
     assert _names_operator(msg, "aten::erfinv") and _names_operator(msg, "aten::special_bessel_j0")
     assert not _names_operator(msg, "aten::erf") and not _names_operator(msg, "aten::abs")
@@ -288,7 +290,7 @@ def test_a_group_failing_at_compile_with_no_member_named_is_halved_inside_the_pr
     of the members outside a half stood in, instead of each half exported again. Each member reports what it
     reports alone; the one that fails ran alone."""
     pytest.importorskip("torch")
-    from dlci import testcase
+    from dlci.testcase import batch
     target = "tvm.from_exported_program"
     others = sources.load("opinfo", ops=["aten::abs", "aten::add", "aten::neg", "aten::relu"], limit_per_op=1)
     models.clear_cache()
@@ -296,7 +298,7 @@ def test_a_group_failing_at_compile_with_no_member_named_is_halved_inside_the_pr
     failing = next(i for i, o in iscloses if (o.status, o.stage) == (CRASH, "compile"))
     passing = next(i for i, o in iscloses if o.status == PASS)
     insts = [others[0], others[1], failing, others[2], passing, others[3]]
-    monkeypatch.setattr(testcase, "_FAILED_ALONE", set())  # isclose has not failed alone in this worker yet
+    monkeypatch.setattr(batch, "_FAILED_ALONE", set())  # isclose has not failed alone in this worker yet
     exports = _packed_exports(monkeypatch)
     models.clear_cache()
     batched = {o.instance_id: o for o in execute_batch(insts, target)}
@@ -363,7 +365,7 @@ def test_members_holding_nodes_tvm_lists_are_unsupported_from_the_group_with_eff
     bring one are unsupported from the group (TVM takes no token input) and the others are packed once more, not
     halved down to singles. torch.empty_strided's whole graph reads no input: that member is judged alone."""
     torch = pytest.importorskip("torch")
-    from dlci import testcase
+    from dlci.testcase import batch
     from dlci.models.pack import nodes_by_member, packed_module
 
     class Inverse(torch.nn.Module):
@@ -377,7 +379,7 @@ def test_members_holding_nodes_tvm_lists_are_unsupported_from_the_group_with_eff
     assert len(effects[0]) == len(effects[1]) == 1 and effects[0] != effects[1]
 
     target = "tvm.from_exported_program"
-    monkeypatch.setattr(testcase, "_FAILED_ALONE", set())
+    monkeypatch.setattr(batch, "_FAILED_ALONE", set())
     exports = _packed_exports(monkeypatch)
     for ops, unsupported, packed in ((["aten::fft_rfft", "aten::special_i1", "aten::fft_ifft"], 3, 1),
                                      (["aten::abs", "aten::linalg_inv", "aten::neg", "aten::linalg_solve"], 2, 2),

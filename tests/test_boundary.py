@@ -7,7 +7,7 @@ import pytest
 
 from dlci import sources as S
 from dlci.instance import Instance, Origin, TensorSpec
-from dlci.models import reference
+from dlci.models.references import reference
 from dlci.sources.boundary import KINDS, NONFINITE_KINDS, BoundarySource, widen
 
 OPINFO_OPS = ["aten::log", "aten::acosh", "aten::avg_pool2d", "aten::gelu", "aten::add"]

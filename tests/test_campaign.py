@@ -131,7 +131,8 @@ def test_unsupported_outcomes_kept_are_distinct_reasons():
 def test_steered_order_follows_the_variant_kind_that_ran_a_changed_line():
     """Plan order until a test runs a changed line; then every other test comes from that test's family (a variant
     kind across operators), and nothing is run twice or lost."""
-    from dlci.campaign.stages import Steered, Test
+    from dlci.campaign.execution import Steered
+    from dlci.campaign.stages import Test
     from dlci.instance import Instance, Origin, variant_kind
 
     def inst(op, kind=None):
@@ -155,7 +156,8 @@ def test_steered_order_follows_the_variant_kind_that_ran_a_changed_line():
 def test_steered_order_takes_hot_families_in_turn():
     """Two families ran changed lines: the steered picks alternate between them (a converter every family reaches
     keeps the plan's diversity), and the plan order still gets every other turn."""
-    from dlci.campaign.stages import Steered, Test
+    from dlci.campaign.execution import Steered
+    from dlci.campaign.stages import Test
     from dlci.instance import Instance, Origin, variant_kind
 
     def inst(n, kind):
@@ -204,7 +206,8 @@ def test_a_failure_spread_over_many_operators_is_shown_on_the_most_basic_one():
 def test_tests_that_repeat_a_passing_trace_wait_for_the_rest():
     """Two passing runs of one (family, operator, target) with the very same converter-line trace: the rest of that
     group waits until every other test has run, and nothing is lost."""
-    from dlci.campaign.stages import Steered, Test
+    from dlci.campaign.execution import Steered
+    from dlci.campaign.stages import Test
     from dlci.instance import Instance, Origin
 
     def inst(op, n):
@@ -226,7 +229,7 @@ def test_reproducer_checks_are_owed_by_what_each_signatures_test_costs_alone():
     """Testing stops to leave time for the reproducer checks: what they owe follows each signature's test run
     alone (its confirmation, not the share of a batch that found it), so a cheap signature reserves little and an
     expensive one much — a flat figure per signature ended a broad run's testing 90 s before it had to."""
-    from dlci.campaign.stages import FRESH_CHECK_SECONDS, RENDER_SECONDS, REPRO_CHECK_OVERHEAD, reproducers_owed
+    from dlci.campaign.reproduction import FRESH_CHECK_SECONDS, RENDER_SECONDS, REPRO_CHECK_OVERHEAD, reproducers_owed
     from dlci.campaign.state import Campaign
     from dlci.outcome import CRASH, Outcome
 

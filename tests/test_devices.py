@@ -336,9 +336,10 @@ def _opinfo_instance(name: str, variant: str = "") -> Instance:
 
 
 def test_what_pytorchs_own_cuda_tests_allow_comes_from_the_installed_opinfo():
+    from dlci.operators.facts import EAGER_TESTS
     from dlci.targets import _cuda
     # OpInfo's toleranceOverride for CUDA (TestCommon.test_noncontiguous_samples: conv_transpose2d float32)
-    tol = _cuda.opinfo_tolerances(_opinfo_instance("nn.functional.conv_transpose2d"), _cuda.EAGER_TESTS)
+    tol = _cuda.opinfo_tolerances(_opinfo_instance("nn.functional.conv_transpose2d"), EAGER_TESTS)
     assert tol.get("float32", (0, 0))[1] >= 2e-5
     assert _cuda.opinfo_tolerances(_opinfo_instance("nn.functional.elu"), set()) == {}
     # PyTorch does not expect CUDA to match the CPU for special.zeta and as_strided's partial views (test_compare_cpu

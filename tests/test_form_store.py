@@ -12,6 +12,7 @@ pytest.importorskip("onnxruntime")
 from dlci import models, sources  # noqa: E402
 from dlci.models import store  # noqa: E402
 from dlci.models.pack import PACKERS, PackFailed  # noqa: E402
+from dlci.models.references import reference  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +81,7 @@ def test_a_packed_export_and_its_failure_are_stored_under_the_members(opinfo, ex
     packer = PACKERS["onnx"]
     picked = [opinfo["aten::abs"], opinfo["aten::add"]]
     mods = [models.build(i, "torch_module") for i in picked]
-    n_out = [len(models.reference(i)[0]) for i in picked]
+    n_out = [len(reference(i)[0]) for i in picked]
     first, n_in, _ = packer.pack(picked, mods, n_out)
     models.clear_cache()  # another worker: read from the disk
     again, n_in2, _ = packer.pack(picked, mods, n_out)
@@ -89,7 +90,7 @@ def test_a_packed_export_and_its_failure_are_stored_under_the_members(opinfo, ex
     # another member set is another entry; a failure names the same culprit when read back
     bad = [opinfo["aten::abs"], opinfo["aten::cdist"]]
     bad_mods = [models.build(i, "torch_module") for i in bad]
-    bad_out = [len(models.reference(i)[0]) for i in bad]
+    bad_out = [len(reference(i)[0]) for i in bad]
     with pytest.raises(PackFailed) as live:
         packer.pack(bad, bad_mods, bad_out)
     models.clear_cache()
@@ -105,13 +106,13 @@ def test_a_part_of_a_packed_export_is_cut_out_of_it_not_exported_again(opinfo, e
     packer = PACKERS["onnx"]
     picked = [opinfo["aten::abs"], opinfo["aten::add"]]
     mods = [models.build(i, "torch_module") for i in picked]
-    n_out = [len(models.reference(i)[0]) for i in picked]
+    n_out = [len(reference(i)[0]) for i in picked]
     packer.pack(picked, mods, n_out)
     part, n_in, got_out = packer.pack(picked[1:], mods[1:], n_out[1:])  # a split after the target failed the pair
     assert len(exports) == 1 and got_out == n_out[1:]
     sess = onnxruntime.InferenceSession(part.SerializeToString(), providers=["CPUExecutionProvider"])
     outs = sess.run(None, dict(zip([x.name for x in sess.get_inputs()], picked[1].input_arrays())))
-    for got, want in zip(outs, models.reference(picked[1])[0]):
+    for got, want in zip(outs, reference(picked[1])[0]):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from dlci import models
+from dlci.models.outputs import shape_only_outputs
+from dlci.models.references import reference
 from dlci.instance import Instance, Origin, TensorSpec
 from dlci.outcome import INCONSISTENT, INVALID, PASS, UNSUPPORTED
 from dlci.targets import TARGETS, available_targets, get
@@ -124,22 +126,22 @@ def test_keras_targets_pass(target):
 
 
 def test_references():
-    ref, ref64 = models.reference(ELU)
+    ref, ref64 = reference(ELU)
     assert len(ref) == 1 and ref[0].dtype == np.float32 and ref64[0].dtype == np.float64
     np.testing.assert_allclose(ref[0], ref64[0], rtol=1e-5, atol=1e-6)
-    ref, ref64 = models.reference(RELU)  # stored expected output + fp64 ReferenceEvaluator run
+    ref, ref64 = reference(RELU)  # stored expected output + fp64 ReferenceEvaluator run
     assert ref[0] is RELU.arrays["expected:0"] or np.array_equal(ref[0], RELU.arrays["expected:0"])
     assert ref64[0].dtype == np.float64
-    ref, ref64 = models.reference(DENSE)
+    ref, ref64 = reference(DENSE)
     assert ref[0].shape == (2, 4) and ref64 is not None and ref64[0].dtype == np.float64
     # tuples flatten; index outputs are named for the oracle
     mx = torch_fn("torch.max", [XR], args=[{"$t": 0}, 1], op="aten::max.dim")
-    ref, _ = models.reference(mx)
+    ref, _ = reference(mx)
     assert len(ref) == 2 and ref[1].dtype == np.int64
-    assert models.shape_only_outputs(mx, len(ref)) == {1}
-    assert models.shape_only_outputs(torch_fn("torch.max", [XR]), 1) == set()
-    assert models.shape_only_outputs(torch_fn("torch.argmax", [XR]), 1) == {0}
-    assert models.shape_only_outputs(onnx_node("TopK", [XR]), 2) == {1}
+    assert shape_only_outputs(mx, len(ref)) == {1}
+    assert shape_only_outputs(torch_fn("torch.max", [XR]), 1) == set()
+    assert shape_only_outputs(torch_fn("torch.argmax", [XR]), 1) == {0}
+    assert shape_only_outputs(onnx_node("TopK", [XR]), 2) == {1}
 
 
 def test_a_graphs_outputs_are_judged_by_the_operators_that_compute_them():
@@ -158,10 +160,10 @@ def test_a_graphs_outputs_are_judged_by_the_operators_that_compute_them():
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
         return instance_from_model(m, [np.arange(5, dtype=np.float32), np.array([2])], op="onnx::TopK")
 
-    assert models.shape_only_outputs(graph(["v", "c"]), 2) == set()
-    assert models.shape_only_outputs(graph(["c", "i"]), 2) == {1}
-    assert models.shape_only_outputs(graph(["i", "c", "v"]), 3) == {0}
-    assert models.shape_only_outputs(graph(["c", "v", "i"], sorted_=0), 3) == {1, 2}
+    assert shape_only_outputs(graph(["v", "c"]), 2) == set()
+    assert shape_only_outputs(graph(["c", "i"]), 2) == {1}
+    assert shape_only_outputs(graph(["i", "c", "v"]), 3) == {0}
+    assert shape_only_outputs(graph(["c", "v", "i"], sorted_=0), 3) == {1, 2}
 
 
 def test_form_failure_is_invalid():
@@ -180,7 +182,7 @@ def test_inconsistency_is_caught():
     wrong = np.maximum(x, 0)
     wrong[1, 2] += 0.5  # the stored expected output is perturbed: every correct target now disagrees
     inst = onnx_node("Relu", [x], expected=[wrong])
-    assert models.reference(inst)[1] is None
+    assert reference(inst)[1] is None
     o = execute(inst, "onnxruntime")
     assert o.status == INCONSISTENT and o.stage == "compare" and o.symptom == "value mismatch", o
     assert o.distance and o.distance["output"] == 0

@@ -205,7 +205,7 @@ def test_findings_that_share_an_id_and_a_script_name_keep_a_script_each(tmp_path
     script, and renumbering (F009 -> F006 while another finding still holds F006's name) must not overwrite or
     delete another finding's script (a real scan died there with FileNotFoundError)."""
     from dlci.campaign import RunOptions
-    from dlci.campaign.stages import reproduce
+    from dlci.campaign.reproduction import reproduce
     from dlci.campaign.state import Campaign
     target = "tvm.from_fx"
     a, b = elu(2.0), elu(3.0)

@@ -11,8 +11,12 @@ tf = pytest.importorskip("tensorflow")
 from dlci.oracles.compare import FP64_REL_FLOOR, compare_one, rel_floor  # noqa: E402
 from dlci.outcome import CRASH, INCONSISTENT, PASS, UNSUPPORTED  # noqa: E402
 from dlci.rules.runner import execute_rule  # noqa: E402
+from dlci.operators.facts import value_domains  # noqa: E402
 from dlci.rules.tf import meta  # noqa: E402
-from dlci.sources.tf_ops import harvest_op, instance_outputs, to_instance, value_domains, _Cand, _Rt  # noqa: E402
+from dlci.sources.tf_ops import harvest_op  # noqa: E402
+from dlci.sources.tf_ops.candidate import _Cand, _Rt  # noqa: E402
+from dlci.sources.tf_ops.check import instance_outputs  # noqa: E402
+from dlci.sources.tf_ops.keep import to_instance  # noqa: E402
 
 
 def _kw(inst, name):
@@ -119,11 +123,13 @@ def test_empty_segments_are_not_differentiated():
 
 def test_xla_complex_self_adjoint_eigenvalues_are_compared():
     # a real XLA bug in the pinned TensorFlow 2.21: complex SelfAdjointEigV2 under jit_compile returns its real
-    # eigenvalues packed pairwise into complex numbers (a release that fixes it makes this test fail: update it then)
+    # eigenvalues packed pairwise into complex numbers (a release that fixes it makes this test fail: update it then);
+    # the slot past the packed values is whatever the buffer held, so the symptom is a wrong value or a stray NaN
     a = np.array([[12, 1 + 1j, 0], [1 - 1j, 5, 0.5j], [0, -0.5j, 3]], np.complex64)
     inst = _instance("SelfAdjointEigV2", input=a, compute_v=False)
     out = execute_rule(inst, "rule.tf.function.xla")
-    assert (out.status, out.symptom) == (INCONSISTENT, "value mismatch"), out.message
+    assert out.status == INCONSISTENT, out.message
+    assert out.symptom in ("value mismatch", "nan mismatch"), out.message
 
 
 def test_the_fp64_floor_follows_the_dtype_precision():

@@ -7,6 +7,7 @@ import collections
 import pytest
 
 from dlci import models
+from dlci.models.references import reference
 from dlci.findings.repro import render
 from dlci.outcome import CRASH
 from dlci.sources import load, load_with_stats
@@ -27,7 +28,7 @@ def test_keyword_and_positional_spellings_compute_the_same(variants):
     for v in respelled[:10]:  # the dynamic and dtype kinds keep the spelling
         b = base[v.origin.test.split(" [")[0]]
         assert (v.call["args"], v.call["kwargs"]) != (b.call["args"], b.call["kwargs"])
-        for x, y in zip(models.reference(v)[0], models.reference(b)[0]):
+        for x, y in zip(reference(v)[0], reference(b)[0]):
             assert x.shape == y.shape and (x == y).all()
 
 
@@ -79,7 +80,7 @@ def test_dtype_variants_cast_the_float_inputs_and_keep_what_eager_runs(variants)
     assert {t.dtype for v in cast for t in v.inputs} >= {"bfloat16", "float16"}
     for v in cast[:6]:
         assert "float32" not in {t.dtype for t in v.inputs}
-        out = models.reference(v)[0]  # eager runs it (bfloat16 arrays through ml_dtypes)
+        out = reference(v)[0]  # eager runs it (bfloat16 arrays through ml_dtypes)
         assert out and all(o.size for o in out)
 
 
@@ -94,7 +95,7 @@ def test_a_scalar_operand_takes_the_scalar_overload_and_its_type_promotion():
     assert scalar and stats["kinds"].get("scalar_operand") == len(scalar)
     mixed = next(v for v in scalar if "an int64 tensor with a float scalar" in v.origin.test)
     assert isinstance(mixed.call["args"][1], float) and [t.dtype for t in mixed.inputs] == ["int64"]
-    assert models.reference(mixed)[0][0].dtype.name == "float32"
+    assert reference(mixed)[0][0].dtype.name == "float32"
     base = next(i for i in load("opinfo") if i.origin.test == mixed.origin.test.split(" [")[0])
     assert execute(base, "tvm.from_exported_program").status == PASS
     o = execute(mixed, "tvm.from_exported_program")

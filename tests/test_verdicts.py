@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dlci import models
+from dlci.models.outputs import shape_only_outputs
+from dlci.models.references import reference
 from dlci.errors import ExitCode
 from dlci.oracles.compare import compare_outputs
 from dlci.outcome import INCONSISTENT, INVALID, PASS, UNSUPPORTED
@@ -30,7 +31,7 @@ X = np.random.default_rng(0).standard_normal((1, 2, 5, 5)).astype(np.float32)
 
 def test_int32_where_the_onnx_model_declares_int64_indices_is_a_dtype_mismatch():
     inst = onnx_node("ArgMax", [X], attrs={"axis": 1, "keepdims": 0}, expected=None)
-    ref, ref64 = models.reference(inst)
+    ref, ref64 = reference(inst)
     assert ref[0].dtype == np.int64
     assert compare_outputs([ref[0].astype(np.int32)], ref, ref64)["symptom"] == "dtype mismatch"
     assert compare_outputs([ref[0].copy()], ref, ref64) is None
@@ -50,8 +51,8 @@ def test_operators_with_undefined_values_are_harvested(undefined_values):
 
 def test_operators_with_undefined_values_are_judged_by_shape_dtype_and_crash_only(undefined_values):
     inst = next(i for i in undefined_values if i.op.startswith("aten::empty_like") and i.inputs[0].shape)
-    ref, ref64 = models.reference(inst)
-    assert models.shape_only_outputs(inst, len(ref)) == {0}
+    ref, ref64 = reference(inst)
+    assert shape_only_outputs(inst, len(ref)) == {0}
     other_values = [np.full_like(ref[0], 7)]
     assert compare_outputs(other_values, ref, ref64, skip_values={0}) is None
     assert compare_outputs([ref[0].reshape(-1)[:-1]], ref, ref64, skip_values={0})["symptom"] == "shape mismatch"

@@ -1,6 +1,7 @@
 """One test campaign: instances × targets within a budget, to confirmed findings with reproducers.
 
-:func:`run` composes the stages of :mod:`dlci.campaign.stages` for an explicit run (``dlci test``, ``dlci rules``);
+:func:`run` composes the stages (:mod:`dlci.campaign.stages`, :mod:`~dlci.campaign.execution`,
+:mod:`~dlci.campaign.reproduction`) for an explicit run (``dlci test``, ``dlci rules``);
 ``dlci.scan`` composes the same stages for a pull request. Whatever happens (budget, SIGTERM, dead workers, an
 internal error), what was gathered is written out: findings.json, report.md, results.jsonl and repro/.
 """
@@ -9,8 +10,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from dlci.campaign import stages
+from dlci.campaign.execution import execute, open_engine
 from dlci.campaign.clock import Clock
 from dlci.campaign.options import FAIL_ON, RunOptions
+from dlci.campaign.reproduction import reproduce
 from dlci.campaign.state import Campaign
 from dlci.campaign.stages import Route, Test
 from dlci.instance import Instance
@@ -36,8 +39,8 @@ def run_tests(campaign: Campaign, tests, options: RunOptions, *, against=None) -
     clock = Clock(options.budget or 0.0)
     findings: list = []
     try:
-        with stages.open_engine(options, campaign.targets) as engine:
-            stages.execute(campaign, tests, engine, options, until=clock.tests_until, hard_until=clock.hard)
+        with open_engine(options, campaign.targets) as engine:
+            execute(campaign, tests, engine, options, until=clock.tests_until, hard_until=clock.hard)
             findings = stages.collect(campaign)
             if options.reduce and not campaign.interrupted and against is None:
                 stages.reduce(findings, campaign, engine, options, until=clock.post(0.6),
@@ -58,7 +61,7 @@ def _against(against, campaign: Campaign, findings: list, options: RunOptions, c
     if findings and not campaign.interrupted:
         findings = against.classify(findings, campaign, options, deadline=clock.post(0.25))
         if options.reduce:
-            with stages.open_engine(options, campaign.targets) as engine:
+            with open_engine(options, campaign.targets) as engine:
                 stages.reduce(findings, campaign, engine, options, until=clock.post(0.45), hard_until=clock.hard)
     # the reproducers run twice, on the installed release then on the older one: each gets its share (no check
     # starts after 0.7 of the window, none runs past 0.85: the older release's verdicts come before more
@@ -85,7 +88,7 @@ def publish(campaign: Campaign, findings: list, options: RunOptions, *, env: dic
     """Write the findings, then their reproducers (run alone when asked, none started after ``until``), then the
     final report with the known issues marked. The first write means a crash while reproducing loses nothing."""
     stages.report(campaign, findings, pr=pr).write(options.out)
-    reported, unreproduced = stages.reproduce(findings, campaign, options, env=env, until=until,
+    reported, unreproduced = reproduce(findings, campaign, options, env=env, until=until,
                                               hard_until=hard_until)
     report = stages.report(campaign, reported, unreproduced=unreproduced, pr=pr)
     unchecked = [f.id for f in reported if f.repro and f.repro_checked is None and options.check_repros]

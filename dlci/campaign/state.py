@@ -182,3 +182,8 @@ class Campaign:
             **({"device_notes": dict(sorted(self.device_notes.items()))} if self.device_notes else {}),
             **{k: (v() if callable(v) else v) for k, v in self.extra_stats.items()},
         }
+
+
+def add_phase(campaign: Campaign, phase: str, since: float) -> None:
+    """Wall seconds of a phase since ``since``, added to what earlier calls of it took (a scan tests twice)."""
+    campaign.phase_seconds[phase] = campaign.phase_seconds.get(phase, 0.0) + time.monotonic() - since

@@ -9,7 +9,7 @@ NAME = "scan"
 HELP = "test a pull request: diff -> operators -> head run -> base attribution"
 DESCRIPTION = ("Without --repo, scans a bundled sample PR (a TVM-shaped repository built from the installed TVM with "
                "one realistic converter edit).")
-RUN = RunOptionsGroup(budget=None, fail_on="new", budget_help="seconds for the whole scan (default: .dlci.yml or 300)")
+RUN = RunOptionsGroup(budget=None, fail_on="new", budget_help="seconds for the whole scan (default: .dlci.yml or 240)")
 
 
 def add_arguments(parser) -> None:

@@ -1,4 +1,4 @@
-"""The directed search as a campaign's test source (dlci.campaign.stages.execute takes its tests as they come and
+"""The directed search as a campaign's test source (dlci.campaign.execution.execute takes its tests as they come and
 tells it every outcome): while a goal is unreached, mutate the instances whose traces came closest to one, and keep
 a mutant as a seed when it comes closer than any test before it or reaches a goal.
 
@@ -269,12 +269,22 @@ class DirectedStream:
             self.progress(f"directed search: {before - len(self.unreached)} more goal(s) reached by "
                           f"{self._mutation_of.get(test.instance.id, 'a mutant')} "
                           f"({len(self.unreached)} left)")
-        if closer or len(self.unreached) < before or new_signature:
+        if closer or len(self.unreached) < before:  # phase 1 goes on while it comes closer
             self.stats["closer"] += closer
             self.progress_at = (time.monotonic(), self.stats["mutants"])
-        if new_signature:
+        if new_signature and test.instance.id in self.reachers:
+            # phase 2 goes on while the changed code fails in new ways: a mutant's new failure elsewhere (an old
+            # bug of another converter, a dtype the target never had) is no reason to go on
             self.stats["new_signatures"] += 1
             self.found_at = (time.monotonic(), self.stats["mutants"])
+
+    def _ended(self) -> str:
+        """Why the search stopped: its second phase's reason if it got there, else its first's."""
+        for stat, said in (("varied_stalled", "stalled after reaching"), ("stalled", "stalled"),
+                           ("exhausted", "exhausted")):
+            if self.stats[stat]:
+                return said
+        return "budget"
 
     def describe(self) -> dict:
         return {"goals": len(self.goals), "reached_before": len(self.goals) - len(self.unreached)
@@ -283,8 +293,7 @@ class DirectedStream:
                 "transferred": self.stats["transferred"], "new_signatures": self.stats["new_signatures"],
                 "statements_reached_before": self.statements_before,
                 "tests": self.stats["tests"], "invalid": self.stats["invalid"],
-                "seconds": round(time.monotonic() - self.t0, 1), "ended": "stalled" if self.stats["stalled"]
-                else "exhausted" if self.stats["exhausted"] else "all reached" if not self.unreached else "budget",
+                "seconds": round(time.monotonic() - self.t0, 1), "ended": self._ended(),
                 "per_mutation": dict(self.per_mutation.most_common()),
                 "reaching_mutation": self.reaching_mutation}
 

@@ -135,9 +135,9 @@ class Genome:
     def check(self, inst: Instance) -> str | None:
         """Why the candidate is not a valid test (None when it is): the reference must keep the seed's output
         shapes and be finite in float32 and in float64."""
-        from dlci import models
+        from dlci.models.references import reference
         try:
-            ref, ref64 = models.reference(inst)
+            ref, ref64 = reference(inst)
         except Exception as e:  # noqa: BLE001
             return f"the reference fails ({str(e)[:80]})"
         shapes = [np.shape(r) for r in ref]

@@ -52,7 +52,7 @@ class _Pending:
 class EvolveStream:
     """Iterate it for tests; the campaign calls :meth:`observe` with each outcome."""
 
-    self_scheduling = True  # dlci.campaign.stages.execute takes the tests in this order, as they come
+    self_scheduling = True  # dlci.campaign.execution.execute takes the tests in this order, as they come
 
     def __init__(self, campaign, targets: dict, seeds: list[Instance], strategy: str, rng: np.random.Generator,
                  settings: Settings | None = None, progress=lambda msg: None):

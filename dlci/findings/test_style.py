@@ -35,7 +35,10 @@ from pathlib import Path
 import numpy as np
 
 from dlci.exec import cancel
-from dlci.findings import repro as R
+from dlci.findings.repro import code_env, test_env
+from dlci.findings.repro.checks import crash_exception, failing_output, ignored_for, is_hard_crash, judged_reference
+from dlci.findings.repro.literals import array_code, float_lit, message_key, py_str
+from dlci.findings.repro.model_code import keras_model, onnx_text, torch_model, torch_program_model, torch_tensor_code
 from dlci.instance import Instance
 from dlci.models import dynamic_shapes_code
 
@@ -137,9 +140,9 @@ def expectation(finding) -> dict:
     symptom = finding.symptom or ""
     if finding.oracle == "inconsistency":
         return {"failure": "AssertionError", "symptom": symptom}
-    if R.is_hard_crash(symptom):
+    if is_hard_crash(symptom):
         return {"crash": symptom}
-    return {"failure": R.crash_exception(finding), "message": R.message_key(finding.message or "")}
+    return {"failure": crash_exception(finding), "message": message_key(finding.message or "")}
 
 
 def read_expectation(path: Path) -> dict | None:
@@ -160,7 +163,7 @@ def paste_block(path: Path) -> str:
 # -- ONNX models as onnx.helper code ---------------------------------------------------------------------------
 
 def _q(text: str) -> str:
-    return R.py_str(text)
+    return py_str(text)
 
 
 def _qlist(items) -> str:
@@ -178,7 +181,7 @@ def _attr_code(attr) -> str | None:
         return None
     t = attr.type
     if t == AttributeProto.FLOAT:
-        return R.float_lit(float(attr.f))
+        return float_lit(float(attr.f))
     if t == AttributeProto.INT:
         return repr(int(attr.i))
     if t == AttributeProto.STRING:
@@ -191,7 +194,7 @@ def _attr_code(attr) -> str | None:
         if not value:
             return None  # helper.make_node cannot infer the type of an empty list
         if t == AttributeProto.FLOATS:
-            return "[" + ", ".join(R.float_lit(float(v)) for v in value) + "]"
+            return "[" + ", ".join(float_lit(float(v)) for v in value) + "]"
         if t == AttributeProto.INTS:
             return repr([int(v) for v in value])
         try:
@@ -203,7 +206,7 @@ def _attr_code(attr) -> str | None:
         if arr.dtype == object:
             return None
         name = f", name={_q(attr.t.name)}" if attr.t.name else ""
-        return f"numpy_helper.from_array({R.array_code(arr)}{name})"
+        return f"numpy_helper.from_array({array_code(arr)}{name})"
     return None  # graphs, sparse tensors, type protos: the textual form below carries them
 
 
@@ -266,7 +269,7 @@ def onnx_helper_code(model, var: str = "model") -> str | None:
         arr = numpy_helper.to_array(init)
         if arr.dtype == object:
             return None
-        inits.append(f"numpy_helper.from_array({R.array_code(arr)}, name={_q(init.name)})")
+        inits.append(f"numpy_helper.from_array({array_code(arr)}, name={_q(init.name)})")
     lines = [f"node = {nodes[0]}" if len(nodes) == 1 else f"nodes = {_listing(nodes, '')}",
              "graph = helper.make_graph(",
              f"    {'[node]' if len(nodes) == 1 else 'nodes'},",
@@ -320,7 +323,7 @@ def onnx_code(model, var: str = "model") -> tuple[str, bool]:
                 return code, True
         except Exception:
             pass
-    text = R.onnx_text(model)
+    text = onnx_text(model)
     if text is not None:
         return f'{var} = onnx.parser.parse_model("""\n{text.strip()}\n""")\n', False
     blob = base64.b64encode(model.SerializeToString()).decode()
@@ -389,9 +392,9 @@ def render_test(finding, instance: Instance, out_dir: Path, *, style: str | None
     style = STYLES[style]
     inst, target = instance, finding.target
     fw = inst.framework
-    ref, _, exported = R.judged_reference(inst, target)
-    ignore = R.ignored_for(inst)
-    index = R.failing_output(finding, len(ref), ignore)
+    ref, _, exported = judged_reference(inst, target)
+    ignore = ignored_for(inst)
+    index = failing_output(finding, len(ref), ignore)
     index = 0 if index is None else index
     flavour = _OV_FLAVOURS.get(form, "")
     # the ONNX model the target converts: the instance's own, or the export a torch instance reaches it through
@@ -413,30 +416,30 @@ def render_test(finding, instance: Instance, out_dir: Path, *, style: str | None
         model = models.build(inst, "onnx")
         code, helper_built = onnx_code(model)
         names = models.onnx_input_names(model)
-        entries = [f"{_q(n)}: {R.array_code(x)}" for n, x in zip(names, inst.input_arrays())]
+        entries = [f"{_q(n)}: {array_code(x)}" for n, x in zip(names, inst.input_arrays())]
         one = "{" + ", ".join(entries) + "}"
         ctx.update(onnx_code=code, helper_built=helper_built,
                    feed=one if len(one) <= 90 else "{\n" + "".join(f"    {e},\n" for e in entries) + "}",
                    opset=next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None),
                    ir_version=model.ir_version,
-                   expected=R.array_code(np.asarray(ref[index])))
+                   expected=array_code(np.asarray(ref[index])))
     if fw == "torch":
         leaf = target == "tvm.from_fx"
         if inst.call["kind"] == "torch_program":  # a user's whole model: their file, as the script imports it
-            code, expr = R.torch_program_model(inst, leaf=leaf)
+            code, expr = torch_program_model(inst, leaf=leaf)
             code = "import importlib.util\n\n" + code
         else:
-            code, expr = R.torch_model(inst, class_name=camel if style.name != "openvino" else f"aten_{snake}",
+            code, expr = torch_model(inst, class_name=camel if style.name != "openvino" else f"aten_{snake}",
                                        leaf=leaf)
         aten = inst.op if inst.op.startswith("aten::") else ""
         ctx.update(model_code=code, model_expr=expr,
-                   args=_tuple([R.torch_tensor_code(x) for x in inst.input_arrays()]),
-                   inputs_np=_tuple([R.array_code(x) for x in inst.input_arrays()]),
+                   args=_tuple([torch_tensor_code(x) for x in inst.input_arrays()]),
+                   inputs_np=_tuple([array_code(x) for x in inst.input_arrays()]),
                    kind_name=aten if aten and style.name == "openvino" and _kind_in_trace(code, expr, inst, aten)
                    else None)
     if fw == "keras":
-        code, _ = R.keras_model(inst, inputs="inputs_np")
-        ctx.update(keras_code=code, inputs_np="[" + ", ".join(R.array_code(x) for x in inst.input_arrays()) + "]")
+        code, _ = keras_model(inst, inputs="inputs_np")
+        ctx.update(keras_code=code, inputs_np="[" + ", ".join(array_code(x) for x in inst.input_arrays()) + "]")
     expect = expectation(finding)
     origin = f"{inst.origin.test} ({inst.origin.library})" if inst.origin.library else inst.origin.test
     ctx.update(
@@ -450,7 +453,7 @@ def render_test(finding, instance: Instance, out_dir: Path, *, style: str | None
             + ". It fails while the bug is present and passes once it is fixed.", width=110)),
     )
     ctx["uses_base64"] = any("base64." in v for v in ctx.values() if isinstance(v, str))  # large arrays
-    text = R.code_env().get_template(style.template).render(**ctx)
+    text = code_env().get_template(style.template).render(**ctx)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = _test_path(finding, out_dir)
@@ -539,7 +542,7 @@ def check_test(path: Path, env: dict | None = None, timeout: float = 600) -> boo
     if not pytest_available():
         path.with_suffix(".log").write_text("pytest is not installed in dlci's environment: not run\n")
         return False
-    run_env = R.test_env(env)
+    run_env = test_env(env)
     run_env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     run_env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     with tempfile.TemporaryDirectory(prefix="dlci-test-style-") as tmp:

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dlci.fuzz.build import VALUE_LIMIT, Builder
-from dlci.fuzz.corpus import OUT_DEGREES, Block, Corpus, params_key
+from dlci.fuzz.block import Block
+from dlci.fuzz.corpus import OUT_DEGREES, Corpus, params_key
 from dlci.models.graph import Graph, GraphError, Value
 
 MUTATIONS = ("GEA", "GER", "BNA", "BNR", "TSM", "PM")

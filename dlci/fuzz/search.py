@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from dlci.fuzz.corpus import Block, Corpus
+from dlci.fuzz.block import Block
+from dlci.fuzz.corpus import Corpus
 from dlci.fuzz.coverage import Coverage
 from dlci.fuzz.generate import MUTATIONS
 

@@ -53,7 +53,7 @@ class _Pending:
 class FuzzStream:
     """Iterate it for tests; the campaign calls :meth:`observe` with each outcome."""
 
-    self_scheduling = True  # dlci.campaign.stages.execute takes the tests in this order, as they come
+    self_scheduling = True  # dlci.campaign.execution.execute takes the tests in this order, as they come
 
     def __init__(self, campaign, targets: dict, corpus: Corpus, coverage: Coverage, strategy: Strategy,
                  rng: np.random.Generator, *, must: set[str] | None = None, progress=lambda msg: None,

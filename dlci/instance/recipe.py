@@ -1,6 +1,7 @@
 """What every package that handles recipes shares: dotted-path resolution, the params of an encoded call, the tensors
-of a call result, the equality a determinism check uses, the operators whose values are undefined, and the JSON form
-of an ONNX node. Rebuilding the call itself is dlci.models.rebuild's.
+of a call result, the equality a determinism check uses, and the JSON form of an ONNX node. Rebuilding the call
+itself is dlci.models.rebuild's; the operators whose values are undefined are listed in
+dlci.operators.facts.
 """
 from __future__ import annotations
 
@@ -98,23 +99,6 @@ def keras_params(config: dict) -> dict:
             return [enc(x) for x in v]
         return v
     return {k: enc(v) for k, v in config.items() if k not in ("name", "trainable", "dtype")}
-
-
-# operators whose output values are undefined (uninitialised memory): only shapes, dtypes and crashes can be judged
-VALUES_UNDEFINED = frozenset({"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided",
-                              "empty_permuted"})
-
-
-def op_base_name(op: str) -> str:
-    """'aten::max.dim' -> 'max', 'torch.Tensor.argmax' -> 'argmax', 'onnx::TopK' -> 'TopK'."""
-    base = op.split("::", 1)[1].split(".")[0] if "::" in op else op.rsplit(".", 1)[-1]
-    if base.startswith("special_"):
-        base = base[len("special_"):]
-    return base.rstrip("_")
-
-
-def values_undefined(op: str) -> bool:
-    return op_base_name(op) in VALUES_UNDEFINED
 
 
 # -- ONNX nodes ------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from dlci import models
+from dlci.models.references import reference
 
 
 def spec_violation(instance) -> str | None:
@@ -32,7 +33,7 @@ def spec_violation(instance) -> str | None:
     def make():
         if not available():
             return None
-        ref, ref64 = models.reference(instance)
+        ref, ref64 = reference(instance)
         return outside_spec(models.build(instance, "onnx"), instance.input_arrays(), ref, ref64)
     return models.cached(instance, "spec", make)
 

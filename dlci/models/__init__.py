@@ -1,15 +1,15 @@
-"""Model templates: turn one operator instance into each model form a target consumes, plus its reference.
+"""Model templates: turn one operator instance into each model form a target consumes.
 
 ``FORMS[name](instance)`` builds a form; use :func:`build` to get it cached per instance within the process
 (a worker runs many targets on the same instance). A builder failure raises :class:`FormUnavailable`: the test
 is then invalid for that target, not a target bug.
 
-Forms: torch_module, exported_program, fx_graph, onnx, keras_model, saved_model, tflite.
+Forms: torch_module, exported_program, fx_graph, onnx, keras_model, saved_model, tflite. What an instance's outputs
+should be is :mod:`dlci.models.references`; which of them are compared how, :mod:`dlci.models.outputs`.
 """
 from __future__ import annotations
 
 import contextlib
-import copy
 import io
 import logging
 import os
@@ -23,20 +23,14 @@ from typing import Any, Callable
 import numpy as np
 
 from dlci.instance import Instance
-from dlci.instance.recipe import VALUES_UNDEFINED, op_base_name
-from dlci.models.convert import flatten_outputs, np_to_torch
-from dlci.models.onnx_io import load_onnx, widen_to_float64
+from dlci.models.convert import np_to_torch
 
-__all__ = ["FORMS", "FormUnavailable", "ReferenceError_", "build", "reference", "torch_inputs", "keras_inputs",
-           "shape_only_outputs", "export_onnx", "keras_to_tflite", "clear_cache", "seed_all", "quiet"]
+__all__ = ["FORMS", "FormUnavailable", "build", "torch_inputs", "keras_inputs", "export_onnx", "keras_to_tflite",
+           "clear_cache", "seed_all", "quiet"]
 
 
 class FormUnavailable(Exception):
     """The instance cannot be built into this model form (the test is invalid for targets consuming it)."""
-
-
-class ReferenceError_(Exception):
-    """The reference itself could not be computed (the test is invalid)."""
 
 
 FORMS: dict[str, Callable[[Instance], Any]] = {}
@@ -303,6 +297,21 @@ def _form_onnx(instance: Instance):
                              describe, revive)
 
 
+KEEP_PARAMS_KEY = "dlci.keep_params_in_input"  # ONNX metadata: import with the initializers as function inputs
+
+
+def onnx_keeps_params(model) -> bool:
+    """Whether the model asks converters that can to keep its initializers as inputs (TVM's keep_params_in_input,
+    how TVM's own tests and users who ship weights separately import a model)."""
+    return any(p.key == KEEP_PARAMS_KEY and p.value == "true" for p in model.metadata_props)
+
+
+def onnx_input_names(model) -> list[str]:
+    """Graph inputs that are fed at run time (initializers with the same name are not)."""
+    inits = {i.name for i in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in inits]
+
+
 # -- keras forms ------------------------------------------------------------------------------------------------
 
 def keras_inputs(instance: Instance) -> list[np.ndarray]:
@@ -394,313 +403,3 @@ def tflite_outputs(buf: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
             interp.set_tensor(d["index"], np.require(x, requirements="C"))
         interp.invoke()
         return [np.array(interp.get_tensor(d["index"]), copy=True) for d in interp.get_output_details()]
-
-
-# -- references ------------------------------------------------------------------------------------------------
-
-def reference(instance: Instance) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
-    """(ref, ref64): the source framework's outputs (flattened to numpy) and an fp64 recomputation or None.
-
-    Raises ReferenceError_ when the reference cannot be computed.
-    """
-    def make():
-        seed_all(instance.seed)
-        try:
-            with quiet():
-                return _REFERENCES[instance.framework](instance)
-        except Exception as e:
-            raise ReferenceError_(f"{type(e).__name__}: {e}") from e
-    return cached(instance, "reference", make)
-
-
-def _torch_reference(instance: Instance):
-    import torch
-    module = _torch_module(instance)
-    with torch.no_grad():
-        ref = flatten_outputs(module(*torch_inputs(instance)))
-    ref64 = None
-    try:
-        ref64 = _torch_reference64(instance, module)
-    except Exception:  # many ops have no float64 kernel or reject mixed dtypes: no arbitration then
-        ref64 = None
-    if ref64 is not None and [r.shape for r in ref64] != [r.shape for r in ref]:
-        ref64 = None
-    return ref, ref64
-
-
-_UP = {"float16": "float64", "bfloat16": "float64", "float32": "float64", "complex64": "complex128"}
-
-
-def _torch_reference64(instance: Instance, module):
-    import torch
-    tensors = torch_inputs(instance)
-    up = [_UP.get(str(t.dtype).split(".")[1]) for t in tensors]
-    has_float_params = any(p.is_floating_point() and p.dtype != torch.float64
-                           for p in list(module.parameters()) + list(module.buffers()))
-    if not any(up) and not has_float_params:
-        return None  # nothing to recompute in higher precision
-    m64 = copy.deepcopy(module).to(torch.float64)  # casts floating parameters/buffers only
-    tensors = [t.to(getattr(torch, u)) if u else t for t, u in zip(tensors, up)]
-    seed_all(instance.seed)
-    with torch.no_grad():
-        return flatten_outputs(m64(*tensors))
-
-
-def _onnx_reference(instance: Instance):
-    model = build(instance, "onnx")
-    expected = instance.expected_arrays()
-    if expected is not None:
-        ref = [np.asarray(e) for e in expected]
-    else:
-        from onnx.reference import ReferenceEvaluator
-        sess = ReferenceEvaluator(model)
-        ref = [np.asarray(o) for o in sess.run(None, _onnx_feed(model, instance.input_arrays()))]
-    ref64 = None
-    try:
-        ref64 = _onnx_reference64(model, instance.input_arrays())
-    except Exception:
-        ref64 = None
-    if ref64 is not None and [r.shape for r in ref64] != [r.shape for r in ref]:
-        ref64 = None
-    return ref, ref64
-
-
-def exported_reference(instance: Instance, form: str, ref: list[np.ndarray], ref64: list[np.ndarray] | None
-                       ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
-    """The reference of an instance that reaches a target through an exporter (a torch instance exported to ONNX):
-    the exported model evaluated as its format defines it (ONNX Runtime, onnx.reference where ORT has no kernel),
-    with an fp64 evaluation of the exported model to arbitrate (the source framework's fp64 result otherwise). When
-    no evaluator runs the exported model, the source framework's own reference stays."""
-    if form != "onnx":
-        return ref, ref64
-
-    def make():
-        try:
-            got, got64 = evaluate_onnx(build(instance, "onnx"), instance.input_arrays())
-        except Exception:
-            return ref, ref64
-        return exported_outputs(ref, ref64, got, got64)
-    return cached(instance, "reference:" + form, make)
-
-
-def evaluate_onnx(model, arrays: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
-    """(outputs, fp64 outputs or None) of an ONNX model as its format defines it: ONNX Runtime, or onnx.reference
-    where ORT has no kernel; raises when neither runs it."""
-    try:
-        got = _ort_outputs(model, arrays)
-    except Exception:  # no ORT kernel for this op/dtype: the specification's own evaluator
-        from onnx.reference import ReferenceEvaluator
-        got = [np.asarray(o) for o in ReferenceEvaluator(model).run(None, _onnx_feed(model, arrays))]
-    try:
-        got64 = _onnx_reference64(model, arrays)
-    except Exception:
-        got64 = None
-    return got, got64
-
-
-def exported_outputs(ref: list[np.ndarray], ref64: list[np.ndarray] | None, got: list[np.ndarray],
-                     got64: list[np.ndarray] | None) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
-    """What an exported model's evaluation (``got``, ``got64``) makes of the source framework's reference: the
-    exported model's outputs with their fp64 arbitration (the source's fp64 result where the exported one is
-    missing); the source's own reference when the output structures differ (no common ground to judge by)."""
-    if len(got) != len(ref):
-        return ref, ref64
-    if got64 is None or [g.shape for g in got64] != [g.shape for g in got]:
-        got64 = ref64 if ref64 is not None and [r.shape for r in ref64] == [g.shape for g in got] else None
-    return got, got64
-
-
-def _ort_outputs(model, arrays: list[np.ndarray]) -> list[np.ndarray]:
-    import onnxruntime as ort
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    so.intra_op_num_threads = so.inter_op_num_threads = 1
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    names = [i.name for i in sess.get_inputs()]
-    return [np.asarray(o) for o in sess.run(None, dict(zip(names, arrays)))]
-
-
-KEEP_PARAMS_KEY = "dlci.keep_params_in_input"  # ONNX metadata: import with the initializers as function inputs
-
-
-def onnx_keeps_params(model) -> bool:
-    """Whether the model asks converters that can to keep its initializers as inputs (TVM's keep_params_in_input,
-    how TVM's own tests and users who ship weights separately import a model)."""
-    return any(p.key == KEEP_PARAMS_KEY and p.value == "true" for p in model.metadata_props)
-
-
-def onnx_input_names(model) -> list[str]:
-    """Graph inputs that are fed at run time (initializers with the same name are not)."""
-    inits = {i.name for i in model.graph.initializer}
-    return [i.name for i in model.graph.input if i.name not in inits]
-
-
-def _onnx_feed(model, arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
-    names = onnx_input_names(model)
-    if len(names) != len(arrays):
-        raise ValueError(f"model has {len(names)} inputs, instance {len(arrays)}")
-    return dict(zip(names, arrays))
-
-
-def _onnx_reference64(model, arrays):
-    """Evaluate a copy of the model with every float32 tensor widened to float64 (None if there are none)."""
-    from onnx.reference import ReferenceEvaluator
-    m = widen_to_float64(model)
-    if m is None:
-        return None
-    arrays64 = [a.astype(np.float64) if a.dtype == np.float32 else a for a in arrays]
-    out = ReferenceEvaluator(m).run(None, _onnx_feed(m, arrays64))
-    return [np.asarray(o) for o in out]
-
-
-def _keras_reference(instance: Instance):
-    layer = _keras_layer(instance)
-    xs = keras_inputs(instance)
-    ref = flatten_outputs(call_layer(instance, layer, xs))
-    ref64 = None
-    try:
-        ref64 = _keras_reference64(instance, layer, xs)
-    except Exception:
-        ref64 = None
-    if ref64 is not None and [r.shape for r in ref64] != [r.shape for r in ref]:
-        ref64 = None
-    return ref, ref64
-
-
-def _keras_reference64(instance: Instance, layer, xs):
-    if instance.call["kind"] == "tf_fn":  # the op itself in float64, where it has a float64 kernel
-        if not any(x.dtype.kind == "f" and x.dtype != np.float64 for x in xs):
-            return None
-        return flatten_outputs(call_layer(instance, layer, [x.astype(np.float64) if x.dtype.kind == "f" else x
-                                                            for x in xs]))
-    config = dict(layer.get_config())
-    config["dtype"] = "float64"
-    layer64 = type(layer).from_config(config)
-    xs64 = [x.astype(np.float64) if x.dtype.kind == "f" else x for x in xs]
-    call_layer(instance, layer64, xs64)  # builds the weights
-    weights = layer.get_weights()
-    if weights:
-        layer64.set_weights([w.astype(np.float64) if w.dtype.kind == "f" else w for w in weights])
-    return flatten_outputs(call_layer(instance, layer64, xs64))
-
-
-def _tflite_reference(instance: Instance):
-    """A TFLite model means what its own interpreter computes (the format's reference, as ONNX's is onnx.reference):
-    a quantized model's integer arithmetic has no float64 recomputation to arbitrate with."""
-    expected = instance.expected_arrays()
-    if expected is not None:
-        return [np.asarray(e) for e in expected], None
-    return tflite_outputs(build(instance, "tflite"), instance.input_arrays()), None
-
-
-_REFERENCES = {"torch": _torch_reference, "onnx": _onnx_reference, "keras": _keras_reference,
-               "tflite": _tflite_reference}
-
-
-# -- outputs that must not be compared by value ----------------------------------------------------------------
-
-# operator base name -> output positions that hold indices (ties make their values arbitrary)
-_INDEX_OUTPUTS = {
-    "argmax": {0}, "argmin": {0}, "argsort": {0}, "sort": {1}, "topk": {1}, "kthvalue": {1}, "mode": {1},
-    "median": {1}, "nanmedian": {1}, "max": {1}, "min": {1}, "cummax": {1}, "cummin": {1},
-    "unique": {1, 2}, "unique_consecutive": {1}, "max_pool1d_with_indices": {1},
-    "max_pool2d_with_indices": {1}, "max_pool3d_with_indices": {1}, "adaptive_max_pool1d": {1},
-    "adaptive_max_pool2d": {1}, "adaptive_max_pool3d": {1}, "max_pool1d": {1}, "max_pool2d": {1},
-    "max_pool3d": {1}, "fractional_max_pool2d": {1}, "fractional_max_pool3d": {1},
-    # ONNX, and TensorFlow raw ops
-    "ArgMax": {0}, "ArgMin": {0}, "TopK": {1}, "Unique": {1, 2}, "MaxPool": {1},
-    "TopKV2": {1}, "UniqueV2": {1}, "UniqueWithCounts": {1, 2}, "UniqueWithCountsV2": {1, 2},
-    "MaxPoolWithArgmax": {1},
-}
-# top-k without sorting: the order of the values is implementation-defined too
-_UNSORTED_TOPK = {"topk", "TopK", "TopKV2"}
-
-
-# operator base name -> outputs that are implementation-defined and not compared at all: the statistics the
-# native normalisation kernels save for backward (empty in eval mode in eager PyTorch, anything elsewhere)
-_UNCOMPARED_OUTPUTS = {"native_batch_norm": {1, 2}, "_native_batch_norm_legit": {1, 2},
-                       "_native_batch_norm_legit_no_training": {1, 2}, "native_group_norm": {1, 2},
-                       "native_layer_norm": {1, 2}, "_batch_norm_with_update": {1, 2, 3},
-                       # TensorFlow: reserve spaces are for the kernel's own gradient, their contents unspecified
-                       # (XLA and the CPU kernel fill them differently, V3's third is uninitialised)
-                       "FusedBatchNorm": {3, 4}, "FusedBatchNormV2": {3, 4}, "FusedBatchNormV3": {3, 4, 5},
-                       # singular / eigen vectors are unique only up to sign (and rotation in repeated eigenvalues)
-                       "Svd": {1, 2}, "SelfAdjointEigV2": {1}}
-
-
-QUANTIZED_DTYPES = ("int8", "uint8", "int16")
-
-
-def quantized_outputs(instance: Instance, ref: list[np.ndarray]) -> set[int]:
-    """Outputs of a quantized TFLite model that hold quantized values: implementations may round a value to the
-    neighbouring step (TFLite's own kernels differ by one step between reference and optimised paths)."""
-    if instance.framework != "tflite":
-        return set()
-    return {i for i, r in enumerate(ref) if np.asarray(r).dtype.name in QUANTIZED_DTYPES}
-
-
-def uncompared_outputs(instance: Instance) -> set[int]:
-    graph = _output_producers(instance)
-    if graph is not None:  # a graph of several operators: by the operator that computes each output
-        return {j for j, p in enumerate(graph) if p is not None and p[1] in unspecified_outputs(p[0])}
-    return unspecified_outputs(instance.op)
-
-
-def _output_producers(instance: Instance) -> list[tuple[str, int, dict] | None] | None:
-    """For a graph of several operators (onnx_model, torch_graph): per graph output, (operator, output position,
-    attributes) of the node that computes it (None for an input passed through); None for a single operator, whose
-    instance's operator and parameters speak for its outputs. A graph instance's ``op`` is one of its operators:
-    its index outputs are not the graph's (a TopK before a Cast would leave the Cast's output unjudged)."""
-    kind = instance.call.get("kind")
-    if kind == "torch_graph":
-        spec = instance.call.get("graph") or {}
-        nodes = [(n.get("op", ""), list(n.get("outputs", [])), dict(n.get("attrs") or {}))
-                 for n in spec.get("nodes", [])]
-        outputs = list(spec.get("outputs", []))
-    elif kind == "onnx_model" and "model" in instance.arrays:
-        from onnx import helper
-        model = load_onnx(instance.arrays)
-        if len(model.graph.node) < 2:
-            return None
-        nodes = [(n.op_type, list(n.output), {a.name: helper.get_attribute_value(a) for a in n.attribute
-                                               if a.name == "sorted"}) for n in model.graph.node]
-        outputs = [o.name for o in model.graph.output]
-    else:
-        return None
-    if len(nodes) < 2:
-        return None
-    where = {y: (op, j, attrs) for op, ys, attrs in nodes for j, y in enumerate(ys) if y}
-    return [where.get(o) for o in outputs]
-
-
-def unspecified_outputs(op: str) -> set[int]:
-    """Output positions of operator ``op`` ("tf::SelfAdjointEigV2", "aten::native_batch_norm") whose contents are
-    unspecified."""
-    return set(_UNCOMPARED_OUTPUTS.get(op_base_name(op), set()))
-
-
-def shape_only_outputs(instance: Instance, n_outputs: int | None = None) -> set[int]:
-    """Output positions that must be compared by shape and dtype only: index outputs of argmax, sort, topk, max(dim)
-    ...; every output of an operator whose values are undefined (empty, empty_like, new_empty, empty_strided)."""
-    graph = _output_producers(instance)
-    if graph is not None:  # a graph of several operators: by the operator that computes each output
-        positions = {j for j, p in enumerate(graph) if p is not None and (
-            p[1] in _INDEX_OUTPUTS.get(p[0], ()) or
-            (p[0] in _UNSORTED_TOPK and p[1] == 0 and p[2].get("sorted") in (0, False)))}
-        return {p for p in positions if n_outputs is None or p < n_outputs}
-    base = op_base_name(instance.op)
-    if base in VALUES_UNDEFINED:
-        return set(range(n_outputs if n_outputs is not None else 1))
-    if instance.framework == "torch" and instance.op.startswith("nn::"):
-        # module classes: MaxPool2d(return_indices=True), AdaptiveMaxPool2d(...)
-        base = re.sub(r"(?<!^)(?=[A-Z])", "_", base).lower()  # MaxPool2d -> max_pool2d
-    positions = set(_INDEX_OUTPUTS.get(base, set()))
-    if base in _UNSORTED_TOPK and instance.params.get("sorted") is False:
-        positions.add(0)
-    if instance.framework == "torch" and instance.call.get("kind") == "torch_fn":
-        fn = instance.call.get("fn", "").rsplit(".", 1)[-1]
-        positions |= _INDEX_OUTPUTS.get(fn.rstrip("_"), set())
-    if n_outputs is not None:
-        # max/min without dim return one value output: nothing to skip then
-        positions = {p for p in positions if p < n_outputs}
-    return positions

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from dlci.instance import Instance, decode_value
-from dlci.instance.recipe import outputs_equal, resolve, tensor_leaves, values_undefined
+from dlci.instance.recipe import outputs_equal, resolve, tensor_leaves
+from dlci.operators.facts import values_undefined
 from dlci.models.convert import np_to_torch
 
 

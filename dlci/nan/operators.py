@@ -219,7 +219,7 @@ def boundary_instances(instances, *, budget: float, seed: int = 0, source: str =
     """New instances (origin source ``source``) of the given ``torch_fn`` / ``tf_fn`` instances whose operator is
     in the table, with operand elements moved to the edge of the operator's domain. ``budget``: seconds in all.
     ``tf_outputs(instance)``: a ``tf_fn`` instance's outputs as its source validates them, or None
-    (dlci.sources.tf_ops.instance_outputs); without it, ``tf_fn`` instances are left alone."""
+    (dlci.sources.tf_ops.check.instance_outputs); without it, ``tf_fn`` instances are left alone."""
     end = time.monotonic() + float(budget)
     rng = np.random.default_rng(seed)
     out: list[Instance] = []

@@ -24,7 +24,7 @@ from dlci.nan.search import SearchResult
 def array_literal(a: np.ndarray) -> str:
     """Source rebuilding the array exactly (the reproducers' shared encoding: NaN/Inf literals, base64 .npy when
     large)."""
-    from dlci.findings.repro import array_code
+    from dlci.findings.repro.literals import array_code
     return array_code(a)
 
 

@@ -58,9 +58,6 @@ from dlci.operators.names import rewrite, snake, squash, strip_affixes
 __all__ = ["canonical", "instance_ops", "select", "vocabulary", "NAMESPACES"]
 
 NAMESPACES = ("aten", "torch.nn", "onnx", "tf", "tflite", "keras")
-# ONNX operators whose outputs are draws, not functions of their inputs: no reference can judge one run of them
-ONNX_RANDOM = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
-                         "Multinomial"})
 # canonical operators nearly every graph has, most basic first: what stands for "any graph" (a change on a
 # frontend's own path is tested with them; a failure spread over many operators is shown on the first of them)
 BASIC_OPERATORS = ("add", "mul", "relu", "linear", "matmul", "conv2d", "softmax")

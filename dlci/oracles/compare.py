@@ -14,7 +14,7 @@ Rules that keep it quiet (each one removes a class of false report that maintain
 - the integer outputs of a quantized model may be one quantization step off (rounding), no more.
 
 Each rule is one small function that needs nothing but numpy: a standalone reproducer pastes the very ones its
-finding's symptom needs (findings/repro.py), so that it judges exactly as the campaign did.
+finding's symptom needs (dlci.findings.repro.checks), so that it judges exactly as the campaign did.
 """
 from __future__ import annotations
 

@@ -2,12 +2,12 @@
 ``Model``, ``to_torch``, ``STATE``, ``flatten`` and ``reference`` (torch) or ``build_layer``, ``call_layer``,
 ``build_keras_model``, ``keras_to_tflite``, ``flatten`` and ``reference`` (keras). The rules' workers exec it and
 their reproducers paste it, so both run the same code. (Single-operator reproducers have their own, shorter form in
-dlci.findings.repro.)"""
+dlci.findings.repro.model_code.)"""
 from __future__ import annotations
 
 import json
 
-from dlci.findings.repro import array_code
+from dlci.findings.repro.literals import array_code
 from dlci.instance import Instance, python_literal
 
 _TORCH_COMMON = '''

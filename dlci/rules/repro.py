@@ -9,7 +9,9 @@ import re
 import sys
 from pathlib import Path
 
-from dlci.findings.repro import array_code, compare_source, ignored_for, message_key, skip_values_for, template_env
+from dlci.findings.repro import template_env
+from dlci.findings.repro.checks import compare_source, ignored_for, skip_values_for
+from dlci.findings.repro.literals import array_code, message_key
 from dlci.instance import Instance
 from dlci.rules.base import CATEGORIES, Rule
 from dlci.rules.case import KerasCase, TorchCase

@@ -126,13 +126,13 @@ def unsupported(rule, exc: BaseException) -> bool:
 
 
 def compare(rule, instance: Instance, b: list, a: list, a64: list | None) -> dict | None:
-    from dlci import models
+    from dlci.models.outputs import shape_only_outputs, uncompared_outputs
     from dlci.oracles.compare import compare_outputs
     if rule.exact:  # outputs with unspecified contents are not compared (kept in place: messages number outputs)
-        ignore = models.uncompared_outputs(instance) if len(a) == len(b) else set()
+        ignore = uncompared_outputs(instance) if len(a) == len(b) else set()
         return exact_verdict([a[i] if i in ignore else x for i, x in enumerate(b)], a)
-    return compare_outputs(b, a, a64, skip_values=models.shape_only_outputs(instance, len(a)),
-                           ignore=models.uncompared_outputs(instance))
+    return compare_outputs(b, a, a64, skip_values=shape_only_outputs(instance, len(a)),
+                           ignore=uncompared_outputs(instance))
 
 
 def execute_rule_job(instance: Instance, target_name: str, trace_files: tuple[str, ...] = (), *,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from dlci.campaign import Campaign, Clock, RunOptions, publish, stages
+from dlci.campaign.execution import execute, open_engine
 from dlci.config import CONFIG_FILE, Config, ConfigError
 from dlci.findings import is_new
 from dlci.report.document import Report
@@ -27,7 +28,7 @@ from dlci.directed import Search
 from dlci.errors import InfrastructureError
 from dlci.scan import attribution, coverage, selection
 
-DEFAULT_BUDGET = 300.0
+DEFAULT_BUDGET = 240.0  # a scan of a pull request should be done in about four minutes on two cores
 @dataclass
 class ScanRequest:
     repo: Path
@@ -174,7 +175,7 @@ def _scan(req: ScanRequest) -> Report:
         base_env = None
         try:
             clock.testing_starts()
-            with stages.open_engine(options, campaign.targets, env=head_env) as engine:
+            with open_engine(options, campaign.targets, env=head_env) as engine:
                 # the operators' own tests first; the directed search while changed code is left unreached; the
                 # fuzz share's graphs after them, in what is left
                 end = clock.tests_until if fuzz is None else \
@@ -182,7 +183,7 @@ def _scan(req: ScanRequest) -> Report:
                 if tests:
                     until = end if search is None else time.monotonic() + (1 - directed.SHARE) * (
                         end - time.monotonic())
-                    stages.execute(campaign, tests, engine, options, trace_files=trace,
+                    execute(campaign, tests, engine, options, trace_files=trace,
                                    until=until, hard_until=clock.hard,
                                    reaches_change=coverage.reach_test(head.path, converter_files, repo))
                 if search is not None and not campaign.interrupted and time.monotonic() < end - 5:
@@ -223,7 +224,7 @@ def _scan(req: ScanRequest) -> Report:
                                            if f.new_in_pr is False and f.reaches_change]
             findings.sort(key=lambda f: not is_new(f))  # what the PR broke first: reduced and reproduced first
             if options.reduce and findings and not campaign.interrupted:
-                with stages.open_engine(options, campaign.targets, env=head_env) as engine:
+                with open_engine(options, campaign.targets, env=head_env) as engine:
                     stages.reduce(findings, campaign, engine, options, until=clock.post(0.75),
                                   hard_until=clock.hard)
             pr["coverage"] = coverage.summary(campaign, head.path, converter_files, repo, cache)
@@ -313,7 +314,7 @@ def _fuzz(campaign: Campaign, share, engine, options: RunOptions, clock: Clock, 
                       must=share.must)
     stream = fuzz_stream(campaign, req, say)
     campaign.extra_stats["fuzz"] = stream.stats
-    stages.execute(campaign, stream, engine, options, until=clock.tests_until, hard_until=clock.hard)
+    execute(campaign, stream, engine, options, until=clock.tests_until, hard_until=clock.hard)
 
 
 def _targets(analysis, config: Config, req: ScanRequest, pr: dict) -> tuple[dict, dict[str, set[str]]]:
@@ -428,7 +429,7 @@ def _directed(campaign, search: Search, engine, options, trace, end: float, cloc
         return
     say(f"directed search: {left} of {len(search.goals)} changed statements and branch outcomes unreached; "
         f"{len(stream.seeds)} seeds, {max(0.0, end - time.monotonic()):.0f} s")
-    stages.execute(campaign, stream, engine, options, trace_files=trace, until=end, hard_until=clock.hard)
+    execute(campaign, stream, engine, options, trace_files=trace, until=end, hard_until=clock.hard)
     say(f"directed search: {len(stream.unreached)} left unreached after {stream.stats['mutants']} mutants")
 
 

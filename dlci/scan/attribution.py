@@ -11,7 +11,7 @@ from pathlib import Path
 
 from dlci import findings as F
 from dlci.campaign import Campaign, RunOptions
-from dlci.campaign.stages import open_engine
+from dlci.campaign.execution import open_engine
 from dlci.exec import Job
 from dlci.findings import Finding
 from dlci.outcome import CRASH, UNSUPPORTED, Outcome, same_digest

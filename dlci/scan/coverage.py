@@ -162,7 +162,7 @@ def edited_lines_first(repo, converter_files, cache: CoverageCache):
     def order(instances):
         ranked = balanced(list(instances))
         # one case of each variant kind early: the way of presenting an operator that reaches the change is not
-        # known before one of its cases runs (then dlci.campaign.stages.Steered follows it)
+        # known before one of its cases runs (then dlci.campaign.execution.Steered follows it)
         kinds, first = set(), set()
         for inst in ranked:
             kind = (inst.origin.source, variant_kind(inst))

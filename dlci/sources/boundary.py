@@ -16,7 +16,7 @@ one thing to a boundary:
 Constraints kept: the OpInfo ``domain`` (log's small values are tiny *positive* ones; bounded domains get no
 large values), OpInfo's dtype support (complex), the shapes of weights and the shape relations between inputs (value
 boundaries rescale: signs, zeros and order survive). Each variant is validated by computing the eager reference
-in-process (:func:`dlci.models.reference`): one the framework rejects is dropped and counted under
+in-process (:func:`dlci.models.references.reference`): one the framework rejects is dropped and counted under
 ``<kind>:rejected:<exception>``; one whose every output is NaN (outside the non-finite kinds) under
 ``<kind>:all-nan-output``.
 
@@ -46,6 +46,7 @@ from dlci.instance import Instance, Origin, TensorSpec, decode_value, to_numpy
 from dlci.sources import Source, load_with_stats, register, stable_seed
 from dlci.instance.recipe import has_tensor, keras_params, params_of, resolve, try_resolve
 from dlci.sources._common import dist_version, harvest_in_workers
+from dlci.torch_testing import opinfo
 
 VALUE_KINDS = ("large", "tiny", "signed_zero", "subnormal", "edge", "huge", "complex", "nan", "inf")
 SHAPE_KINDS = ("empty", "rank0")
@@ -111,15 +112,9 @@ class _Meta:
 _OPINFO_TEST = re.compile(r"^op_db:(?P<name>[^\[]+)\[(?P<variant>[^\]]*)\]#")
 
 
-@functools.lru_cache(maxsize=1)
-def _opinfo_index() -> dict:
-    from dlci.torch_testing import op_db
-    return {(op.name, op.variant_test_name or ""): op for op in op_db()}
-
-
 @functools.lru_cache(maxsize=None)
 def _opinfo_meta(name: str, variant: str) -> _Meta:
-    op = _opinfo_index().get((name, variant))
+    op = opinfo(name, variant)
     if op is None:
         return _Meta()
     lo, hi = getattr(op, "domain", None) or (None, None)
@@ -650,7 +645,7 @@ def candidate_key(inst: Instance, kind: str, detail: str) -> str:
 
 def validate(variant: Instance) -> str | None:
     """None when the eager reference of ``variant`` computes, else the reason it is dropped."""
-    from dlci.models import ReferenceError_, reference
+    from dlci.models.references import ReferenceError_, reference
     kind = variant.params.get("boundary")
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):

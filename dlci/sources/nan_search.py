@@ -38,7 +38,7 @@ class NanSearchSource(Source):
 
     def harvest(self, limit_per_op: int | None = None) -> Iterator[Instance]:
         from dlci.nan.operators import boundary_instances
-        from dlci.sources.tf_ops import instance_outputs  # a raw-op call's outputs, as tf_ops validated it
+        from dlci.sources.tf_ops.check import instance_outputs  # a raw-op call's outputs, as tf_ops validated it
         base: dict[str, list[Instance]] = {}
         for name in self.bases:
             insts, _ = load_with_stats(name, limit_per_op=limit_per_op, ops=self.base_ops())

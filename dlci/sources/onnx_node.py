@@ -15,7 +15,7 @@ from dlci.instance import STORABLE_KINDS, Instance, Origin, TensorSpec, Unencoda
 from dlci.sources import Source, register
 from dlci.instance.recipe import attribute_value, op_id
 from dlci.sources._common import dist_version
-from dlci.operators import ONNX_RANDOM as _RANDOM_OPS
+from dlci.operators.facts import ONNX_RANDOM as _RANDOM_OPS
 
 _EXPANDED = re.compile(r"_expanded(_ver\d+)?$")
 

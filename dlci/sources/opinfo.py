@@ -18,7 +18,8 @@ import numpy as np
 from dlci.instance import Instance, Origin, TensorSpec, Unencodable
 from dlci.sources import Source, register, stable_seed
 from dlci.models import seed_torch
-from dlci.instance.recipe import VALUES_UNDEFINED, params_of, try_resolve
+from dlci.instance.recipe import params_of, try_resolve
+from dlci.operators.facts import RANDOM_ONLY_BY, VALUES_UNDEFINED
 from dlci.models.rebuild import check_torch_instance
 from dlci.sources._common import Slots, dist_version, encode
 
@@ -69,11 +70,6 @@ def fn_path(op) -> str | None:
         # wrapper_set_seed(...))
         return next((c for c in (f"torch.{op.name}", f"torch.Tensor.{op.name}") if try_resolve(c) is not None), None)
     return None
-
-
-# ops whose only randomness is a probability argument: their samples with it at 0 are deterministic and kept
-# (scaled_dot_product_attention's dropout_p; the attention converters were otherwise never tested)
-RANDOM_ONLY_BY = {"nn.functional.scaled_dot_product_attention": "dropout_p"}
 
 
 def is_random(op) -> bool:

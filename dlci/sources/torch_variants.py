@@ -215,7 +215,7 @@ class TorchVariantSource(VariantSource):
                 yield "dtype", (f"float32 inputs as {dtype}", inst.call, dtype)
 
     def build(self, inst: Instance, kind: str, payload) -> Instance:
-        from dlci import models
+        from dlci.models.references import reference
         detail, call, cast = payload
         arrays, inputs = dict(inst.arrays), list(inst.inputs)
         if isinstance(cast, tuple):  # scalar_operand: one input became a number, the first may change dtype
@@ -231,8 +231,8 @@ class TorchVariantSource(VariantSource):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                got = models.reference(variant)[0]
-                same = True if cast else _same(got, models.reference(inst)[0])
+                got = reference(variant)[0]
+                same = True if cast else _same(got, reference(inst)[0])
         except Exception as e:
             raise ValueError(f"{kind}:rejected") from e
         if not same:

@@ -3,12 +3,14 @@ memory, moving a test to the device, CUDA's sticky errors, torch's deterministic
 an operator on CUDA (tolerance overrides; CPU-vs-CUDA comparisons PyTorch itself skips or expects to fail)."""
 from __future__ import annotations
 
-import functools
 import os
 import re
 from typing import Any, Sequence
 
 import numpy as np
+
+from dlci.operators.facts import COMPARE_CPU_TESTS
+from dlci.torch_testing import opinfo
 
 # CUDA errors after which the context is unusable: every later CUDA call in the process fails, so the test that
 # caused it is the one reported and the worker is replaced (Outcome.retire_worker)
@@ -119,15 +121,7 @@ def deterministic(fn, *args) -> Any | str:
 
 # -- OpInfo: what PyTorch's own tests allow on CUDA --------------------------------------------------------------
 
-# the OpInfo tests whose CUDA tolerances apply to a whole-op CUDA result against a reference (eager), and those of
-# inductor's own OpInfo test (torch.compile on CUDA)
-EAGER_TESTS = {("TestCommon", None), ("TestCommon", "test_compare_cpu"), ("TestCommon", "test_noncontiguous_samples"),
-               ("TestCommon", "test_variant_consistency_eager"), ("TestCommon", "test_out"),
-               ("TestUnaryUfuncs", None), ("TestUnaryUfuncs", "test_reference_numerics_normal"),
-               ("TestBinaryUfuncs", None), ("TestReductions", None)}
-INDUCTOR_TESTS = {("TestInductorOpInfo", None), ("TestInductorOpInfo", "test_comprehensive")} | EAGER_TESTS
-
-
+# (which of PyTorch's OpInfo tests speak for which target: dlci.operators.facts.EAGER_TESTS, INDUCTOR_TESTS)
 _OP_DB_TEST = re.compile(r"op_db:([^\[\s]+)\[([^\]]*)\]")
 
 
@@ -135,13 +129,7 @@ def _opinfo(instance):
     """The OpInfo an instance came from (its origin names it: ``op_db:nn.functional.elu[]#3 ...``, kept by the
     variant sources), or None."""
     m = _OP_DB_TEST.search(getattr(getattr(instance, "origin", None), "test", "") or "")
-    return _opinfos().get((m.group(1), m.group(2))) if m else None
-
-
-@functools.lru_cache(maxsize=1)
-def _opinfos() -> dict:
-    from dlci.torch_testing import op_db
-    return {(op.name, op.variant_test_name): op for op in op_db()}
+    return opinfo(m.group(1), m.group(2)) if m else None
 
 
 def _applies(d, tests: set, dtype) -> bool:
@@ -186,7 +174,7 @@ def opinfo_expects_difference(instance) -> str | None:
     if getattr(op, "has_nondeterministic_output", False):
         return f"OpInfo {op.name}: has_nondeterministic_output (its values are not specified)"
     for d in op.decorators:
-        if not _applies(d, {("TestCommon", "test_compare_cpu")}, None):
+        if not _applies(d, COMPARE_CPU_TESTS, None):
             continue
         for dec in getattr(d, "decorators", ()):
             name = getattr(dec, "__name__", "") or type(dec).__name__

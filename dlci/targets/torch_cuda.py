@@ -11,6 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from dlci.models.convert import flatten_outputs
+from dlci.operators.facts import EAGER_TESTS, INDUCTOR_TESTS
 from dlci.targets import _cuda
 from dlci.targets.base import Target, register
 from dlci.targets.torch_compile import DynamoTarget, TorchCompile, dynamo_unsupported
@@ -26,7 +27,7 @@ class TorchOnCUDA:
     frameworks = ("torch",)
     form = "torch_module"
     test_style = None  # the standalone script (it names the device) is the reproducer
-    opinfo_tests = _cuda.EAGER_TESTS
+    opinfo_tests = EAGER_TESTS
 
     def tolerances(self, instance) -> dict[str, tuple[float, float]]:
         return _cuda.opinfo_tolerances(instance, self.opinfo_tests)
@@ -79,7 +80,7 @@ class TorchCompileCUDA(TorchOnCUDA, DynamoTarget):
     # inductor's Triton code generation, plus the aten CUDA kernels it calls for fallbacks and extern kernels
     reaches = ("pytorch:eager.cuda", "pytorch:dynamo", "pytorch:decompositions", "pytorch:inductor",
                "pytorch:inductor.triton")
-    opinfo_tests = _cuda.INDUCTOR_TESTS
+    opinfo_tests = INDUCTOR_TESTS
 
     def is_unsupported(self, exc: BaseException, stage: str) -> bool:
         return isinstance(exc, _cuda.NotOnDevice) or TorchCompile.is_unsupported(self, exc, stage)

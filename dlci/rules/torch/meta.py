@@ -21,12 +21,6 @@ _MODULE_TEST = re.compile(r"^module_db:(\S+?)#")
 # -- the databases -------------------------------------------------------------------------------------------
 
 @functools.cache
-def _op_db_index() -> dict:
-    from dlci.torch_testing import op_db
-    return {(op.name, op.variant_test_name or ""): op for op in op_db()}
-
-
-@functools.cache
 def _module_db_index() -> dict:
     from dlci.torch_testing import module_db
     return {info.name: info for info in module_db()}
@@ -37,7 +31,8 @@ def opinfo(inst: Instance):
     m = _OPINFO_TEST.match(inst.origin.test or "")
     if inst.origin.source != "opinfo" or not m:
         return None
-    return _op_db_index().get((m.group(1), m.group(2)))
+    from dlci.torch_testing import opinfo as lookup
+    return lookup(m.group(1), m.group(2))
 
 
 def moduleinfo(inst: Instance):

@@ -1,0 +1,284 @@
+"""The execute stage of a campaign: its tests run in sandboxed workers (:func:`open_engine`) until the budget ends,
+every outcome streamed to results.jsonl and every failure re-run once before it counts (confirmation), in the
+plan's order, a cost-aware schedule's, a self-scheduling source's or, in PR mode, steered by coverage
+(:class:`Steered`); tests of one target packed into batches where the target can.
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter, deque
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+from dlci.campaign.options import RunOptions
+from dlci.campaign.reproduction import CHECK_SHARE, reproducers_owed
+from dlci.campaign.schedule import BatchFiller, CostAware
+from dlci.campaign.stages import Test
+from dlci.campaign.state import Campaign, add_phase
+from dlci.exec import Engine, Job
+from dlci.instance import Instance, family
+from dlci.outcome import PASS, Outcome
+
+BATCH_JOB = "dlci.testcase.batch:execute_batch_job"  # many tests of one target, packed (dlci.testcase.batch)
+
+
+def open_engine(options: RunOptions, targets: dict, *, env: dict | None = None, log_dir: Path | None = None) -> Engine:
+    """The sandboxed workers a campaign runs in (``env``: the revision's environment in PR mode)."""
+    warm = sorted({m for t in targets.values() for m in t.warm_imports})
+    gpus, gpu_memory = [], None
+    probes = {t.probe for t in targets.values() if getattr(t, "probe", None)}
+    if probes:  # device targets: the workers share the runner's GPUs and their memory (dlci.devices)
+        from dlci.devices import worker_gpus
+        gpus, gpu_memory = worker_gpus(probes)
+    return Engine(workers=options.workers, timeout=options.timeout, memory_mb=options.memory_mb, warm_imports=warm,
+                  env=env, log_dir=str(log_dir or options.out / "logs"), gpus=gpus, gpu_memory_mb=gpu_memory)
+
+
+class Steered:
+    """The tests in plan order, until one of them runs a changed line (PR mode): from then on, every other test comes
+    from the families (``dlci.instance.family``) that did, in turn, so the way of presenting an operator that reaches
+    the change is tried on the other touched operators before the budget runs out, while the plan order goes on.
+    Tests that would only repeat what passed already (the same family, operator and target ran the very same
+    converter lines, passing, SATURATED times) wait until everything else has run."""
+
+    SATURATED = 2  # passing runs with one converter-line trace before more of the same wait
+
+    def __init__(self, tests: Sequence[Test]):
+        self.tests = list(tests)
+        self.taken = [False] * len(self.tests)
+        self.pending: dict[tuple, deque] = {}
+        for n, t in enumerate(self.tests):
+            self.pending.setdefault(family(t.instance), deque()).append(n)
+        self.hot: list[tuple] = []
+        self.pos = 0
+        self.turn = 0
+        self.traces: dict[tuple, Counter] = {}  # (family, operator, target) -> passing traces seen
+        self.deferred: deque = deque()
+
+    def heat(self, inst: Instance) -> None:
+        fam = family(inst)
+        if fam not in self.hot:
+            self.hot.append(fam)
+
+    @staticmethod
+    def _key(test: Test) -> tuple:
+        return family(test.instance), test.instance.op, test.target
+
+    def observe(self, test: Test, coverage: dict, passed: bool) -> None:
+        """A test's converter-line trace: passing runs of one trace saturate their (family, operator, target)."""
+        if passed and coverage:
+            trace = hash(tuple(sorted((f, tuple(lines)) for f, lines in coverage.items())))
+            self.traces.setdefault(self._key(test), Counter())[trace] += 1
+
+    def _saturated(self, test: Test) -> bool:
+        seen = self.traces.get(self._key(test))
+        return bool(seen) and max(seen.values()) >= self.SATURATED
+
+    def _from_hot(self) -> int | None:
+        # round robin over the hot families: when the changed code is reached from many of them (a converter every
+        # test runs), steering keeps the plan's diversity instead of draining one family first
+        for _ in range(len(self.hot)):
+            fam = self.hot.pop(0)
+            self.hot.append(fam)
+            queue = self.pending[fam]
+            while queue and self.taken[queue[0]]:
+                queue.popleft()
+            if queue:
+                return queue.popleft()
+        return None
+
+    def _from_plan(self) -> int | None:
+        while self.pos < len(self.tests):
+            n = self.pos
+            self.pos += 1
+            if self.taken[n]:
+                continue
+            if self._saturated(self.tests[n]):
+                self.deferred.append(n)
+                continue
+            return n
+        return None
+
+    def __iter__(self) -> Iterator[Test]:
+        while True:
+            self.turn += 1
+            n = self._from_hot() if self.turn % 2 == 0 else None
+            if n is None:
+                n = self._from_plan()
+            if n is None:
+                n = self._from_hot()
+            while n is None and self.deferred:
+                n = self.deferred.popleft()
+                n = None if self.taken[n] else n
+            if n is None:
+                return
+            self.taken[n] = True
+            yield self.tests[n]
+
+
+def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: RunOptions, *,
+            trace_files: tuple[str, ...] = (), until: float | None = None, hard_until: float | None = None,
+            reaches_change: Callable[[dict], bool] | None = None) -> None:
+    """Run the tests until ``until`` (monotonic; default: the budget from now), streaming every outcome to
+    results.jsonl; a failure is re-run once (another instance of its signature if that flakes) before it counts, its
+    confirmation jumping the queue. Confirmations still owed then get a short grace, at most a quarter of what is left before ``hard_until``.
+    ``trace_files``: converter files whose lines are recorded while converting (PR mode); ``reaches_change``: whether
+    a test's coverage ran a changed statement, which steers the order (:class:`Steered`)."""
+    say = options.progress
+    confirm_queue: deque = deque()
+    pending_confirm: dict[str, str] = {}  # job id -> signature
+    seq = 0
+
+    def confirm_jobs() -> Iterator[Job]:
+        nonlocal seq
+        while confirm_queue:
+            sig = confirm_queue.popleft()
+            o = campaign.next_confirm_outcome(sig)
+            target = campaign.targets[o.target]
+            seq += 1
+            job = Job(id=f"confirm{seq}:{o.instance_id}@{o.target}", func=target.job_func,
+                      args=(campaign.instances[o.instance_id], o.target), instance_id=o.instance_id, op=o.op,
+                      target=o.target, affinity=f"confirm:{o.instance_id}", timeout=target.timeout)
+            pending_confirm[job.id] = sig
+            yield job
+
+    steered = Steered(tests) if reaches_change else None
+    # a source that makes its tests as it goes (the graph fuzzer) is taken in its own order and told every outcome
+    source = tests if getattr(tests, "self_scheduling", False) else None
+    # an explicit run shares the budget between (target, source) arms by measured cost and yield; a PR scan keeps
+    # the plan's order (touched operators first) and steers by coverage instead
+    scheduler = CostAware(tests) if steered is None and source is None and options.schedule == "cost" else None
+    # batches (Target.batch_size) only where no test needs its own coverage (a PR scan steers by it) and no
+    # source waits for one test's outcome to make the next
+    batching = options.batch and not trace_files and steered is None and source is None
+    filling = BatchFiller()
+    # (target, operator) that did not pass: its other tests run alone, as a packed group it would fail and be bisected
+    unpackable: set[tuple[str, str]] = set()
+    retry: deque = deque()  # members of a batch whose worker died: run one by one
+    batch_members: dict[str, list[Test]] = {}  # batch job id -> its tests
+
+    def single(test: Test) -> Job:
+        nonlocal seq
+        target = campaign.targets[test.target]
+        seq += 1
+        return Job(id=f"t{seq}:{test.instance.id}@{test.target}", func=target.job_func,
+                   args=(test.instance, test.target, tuple(trace_files)), instance_id=test.instance.id,
+                   op=test.instance.op, target=test.target, affinity=test.instance.id, timeout=target.timeout)
+
+    def batch(name: str, members: list[Test]) -> Job:
+        nonlocal seq
+        if len(members) == 1:
+            return single(members[0])
+        seq += 1
+        job = Job(id=f"b{seq}:{len(members)}@{name}", func=BATCH_JOB, args=([t.instance for t in members], name),
+                  instance_id=members[0].instance.id, op=members[0].instance.op, target=name,
+                  affinity=f"batch:{name}", timeout=(campaign.targets[name].timeout or options.timeout) * 4)
+        batch_members[job.id] = members
+        return job
+
+    def checks_owed() -> float:
+        return reproducers_owed(campaign, [s for s, state in campaign.confirm_state.items() if state != "flaky"],
+                                options.workers)
+
+    def jobs() -> Iterator[Job]:
+        for test in steered or scheduler or tests:
+            if hard_until is not None and options.check_repros and \
+                    checks_owed() > CHECK_SHARE * (hard_until - time.monotonic()):
+                # a finding whose reproducer cannot be checked within the budget is worth less than the tests
+                # that would find it: stop drawing tests while the ones found can all be checked
+                campaign.ended_early = (f"testing ended early: the reproducers of the {len(campaign.confirm_state)}"
+                                        f" failure signatures found need the rest of the budget")
+                say(campaign.ended_early)
+                break
+            yield from confirm_jobs()
+            while retry:
+                yield single(retry.popleft())
+            for name in filling.overdue():
+                yield batch(name, filling.take(name))
+            size = campaign.targets[test.target].batch_size if batching else 1
+            if size <= 1 or (test.target, test.instance.op) in unpackable:
+                yield single(test)
+                continue
+            full = filling.add(test.target, test, size)
+            if full:
+                yield batch(test.target, full)
+        for name in filling.waiting():
+            yield batch(name, filling.take(name))
+        while retry:
+            yield single(retry.popleft())
+        yield from confirm_jobs()
+
+    last_progress = [0.0]
+    with open(options.out / "results.jsonl", "a", encoding="utf-8") as results:
+        def on_result(job: Job, result: dict) -> None:
+            members = batch_members.pop(job.id, None)
+            if members is not None:
+                if "batch_outcomes" not in result:  # the worker died under the batch: every member runs alone
+                    retry.extend(members)
+                    return
+                for member in result["batch_outcomes"]:
+                    on_outcome(job, member)
+                return
+            on_outcome(job, result)
+
+        def on_outcome(job: Job, result: dict) -> None:
+            outcome = Outcome.from_dict(result)
+            sig = pending_confirm.pop(job.id, None)
+            results.write(json.dumps({"job": job.id, "confirming": sig, **outcome.to_dict()}, default=str) + "\n")
+            results.flush()
+            if steered and sig is None:
+                test = Test(campaign.instances[outcome.instance_id], outcome.target)
+                steered.observe(test, outcome.coverage, outcome.status == PASS)
+                if outcome.coverage and reaches_change(outcome.coverage):
+                    steered.heat(test.instance)
+            if outcome.status != PASS:
+                unpackable.add((outcome.target, outcome.op))
+            need = campaign.record(outcome, sig)
+            if need is not None:
+                confirm_queue.append(need)
+            if scheduler is not None and sig is None:
+                scheduler.observe(Test(campaign.instances[outcome.instance_id], outcome.target), outcome.seconds,
+                                  outcome.status, new_signature=need is not None, cold=outcome.cold)
+            if source is not None and sig is None:
+                source.observe(Test(campaign.instances[outcome.instance_id], outcome.target), outcome,
+                               need is not None)
+            now = time.monotonic()
+            if now - last_progress[0] > 5:
+                last_progress[0] = now
+                st = campaign.stats()
+                say(f"[{st['seconds']:.0f}s] {st['tests_run']} tests, {st['tests_valid']} valid, "
+                    f"{len(campaign.failures)} failure signatures, {len(campaign.confirmed())} confirmed")
+
+        budget = options.budget or 0.0
+        started = time.monotonic()
+        deadline = until if until is not None else time.monotonic() + budget
+        info = engine.run(jobs(), on_result, deadline=deadline)
+        campaign.interrupted = _cancelled(info)
+        if retry and not campaign.interrupted and time.monotonic() < deadline:  # a batch died after the last pull
+            more = engine.run((single(retry.popleft()) for _ in range(len(retry))), on_result, deadline=deadline)
+            campaign.interrupted = _cancelled(more)
+        # confirmation jobs the engine pulled but never dispatched (deadline) are owed again
+        confirm_queue.extend(pending_confirm.values())
+        pending_confirm.clear()
+        if confirm_queue and not campaign.interrupted:
+            say(f"confirming {len(confirm_queue)} failure signature(s) after the budget")
+            now = time.monotonic()
+            grace = now + max(60.0, 0.1 * budget)
+            if hard_until is not None:  # a quarter of what is left: reduction and reproducers need the rest
+                grace = min(grace, now + 0.25 * max(0.0, hard_until - now))
+            more = engine.run(confirm_jobs(), on_result, deadline=grace)
+            campaign.interrupted = _cancelled(more)
+        campaign.engine_info = _info_dict(info)
+        add_phase(campaign, "testing", started)
+        if scheduler is not None:
+            campaign.arms = scheduler.stats()
+
+
+def _cancelled(info) -> bool:
+    return getattr(info, "reason", None) in ("SIGTERM", "SIGINT")
+
+
+def _info_dict(info) -> dict:
+    d = getattr(info, "__dict__", {}) or {}
+    return {k: v for k, v in d.items() if isinstance(v, (int, float, bool, str, list, dict))}
