@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 from dlci.directed import distance as D
@@ -131,6 +132,40 @@ def test_mutations_give_valid_instances_the_reference_accepts(opinfo):
     # a mutant of a mutant: the chain is kept
     again = M.MUTATIONS["torch.dtype_any"].apply(made["torch.negative_dim"][0], limit=1)
     assert again and again[0].origin.test.count(" [") == 2
+
+
+def _onnx_case(op_type, x, ints, out_shape):
+    import onnx
+    from onnx import TensorProto, helper
+    from dlci.models.onnx_io import instance_from_model
+    node = helper.make_node(op_type, ["x", "v"], ["y"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape)),
+                                            helper.make_tensor_value_info("v", TensorProto.INT64, [len(ints)])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return instance_from_model(model, [x, np.array(ints, np.int64)], op=f"onnx::{op_type}")
+
+
+@pytest.mark.parametrize("op_type, ints, out_shape", [("Reshape", [4, 3, 2], [4, 3, 2]), ("Tile", [2, 1, 3], [4, 3, 12]),
+                                                     ("Expand", [5, 2, 3, 4], [5, 2, 3, 4])])
+def test_an_onnx_integer_input_computed_in_the_graph_keeps_the_outputs(op_type, ints, out_shape):
+    import onnxruntime as ort
+    from dlci.directed import mutations as M
+    from dlci.models.onnx_io import feed_names, load_onnx
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    base = _onnx_case(op_type, x, ints, out_shape)
+    got = M.MUTATIONS["onnx.computed_input"].apply(base)
+    assert len(got) == 1
+    m = got[0]
+    model = load_onnx(m.arrays)
+    assert feed_names(model) == ["x"]  # the integer input is no longer one the converter can read off the model
+    assert {"Shape", "Gather", "Concat"} <= {n.op_type for n in model.graph.node}
+    assert "[computed: v = Concat of Shape(x)" in m.origin.test and m.id != base.id
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, {"x": x})[0]
+    assert np.array_equal(want, m.expected_arrays()[0])
+    # a value no dim of another input holds stays a Constant piece; with none at all there is nothing to compute
+    assert not M.MUTATIONS["onnx.computed_input"].apply(_onnx_case("Reshape", x, [1, 24], [1, 24]))
 
 
 def test_mutation_preference_reads_the_goals_code():

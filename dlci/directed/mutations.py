@@ -8,7 +8,9 @@ the operator another way the operator's schema allows. Two kinds:
   inputs absent, low-precision dtypes...), applied here to whatever instance comes, so that they compose;
 - rewrites that change what is computed, checked by the framework's own reference (the call must run eagerly):
   negative dims, a per-axis tuple of distinct values for a scalar setting and back, size-1 and size-0 dims, rank
-  0, every dtype the operator runs in, one input in another dtype than the others.
+  0, every dtype the operator runs in, one input in another dtype than the others;
+- an ONNX model's integer input (a shape, axes, pads) computed in the graph by Shape/Gather/Concat from another
+  input, the way exporters write it: the same values, which the converter can no longer read off the model.
 
 ``reads``: the words in a converter's changed code that make a mutation a first choice (code that reads ``axis``
 asks for negative dims; code that reads ``dtype`` for other dtypes; ``opset``/``_impl_v`` for older versions).
@@ -375,6 +377,93 @@ def _onnx_retyped(inst: Instance, payload) -> Instance:
 
 register(Mutation("onnx.input_types", "onnx", ("dtype", "elem_type", "astype", "cast", "Cast", "int", "bool",
                                                "float16", "tensor_type", "type"), _onnx_types, _onnx_retyped))
+
+
+# -- ONNX: an integer input computed in the graph --------------------------------------------------------------------
+
+def _computable(inst: Instance):
+    """Names of the main node's small 1-D int64 inputs (shapes, axes, pads, repeats, sizes), fed at run time or as
+    initializers, when another fed input has a shape that a ``Shape`` node can read."""
+    if inst.call.get("kind") != "onnx_model":
+        return
+    from dlci.models.onnx_io import feed_names, load_onnx, main_node
+    model = load_onnx(inst.arrays)
+    node = main_node(model, inst.op.split("::", 1)[-1].split(".")[0])
+    if node is None:
+        return
+    fed = dict(zip(feed_names(model), inst.input_arrays()))
+    inits = {t.name: t for t in model.graph.initializer}
+    for name in dict.fromkeys(node.input):
+        a = fed.get(name)
+        if a is None and name in inits:
+            from onnx import numpy_helper
+            a = numpy_helper.to_array(inits[name])
+        if a is not None and a.dtype == np.int64 and a.ndim == 1 and 0 < a.size <= 8 and any(
+                n != name and b.ndim >= 1 for n, b in fed.items()):
+            yield name
+
+
+def _computed(inst: Instance, name: str) -> Instance:
+    """The mutant whose input ``name`` is no longer a value the converter can read off the model: a ``Concat`` of
+    ``Gather``s from ``Shape`` of another fed input (for entries equal to one of its dims) and ``Constant``s, the
+    way exporters write a reshape's target shape. Same values, so the base's expected outputs still hold."""
+    from onnx import helper, numpy_helper
+    from dlci.models.onnx_io import feed_names, load_onnx
+    from dlci.sources.onnx_variants import validate, variant_instance
+    model = load_onnx(inst.arrays)
+    g = model.graph
+    names = feed_names(model)
+    fed = dict(zip(names, inst.input_arrays()))
+    inits = {t.name: t for t in g.initializer}
+    values = fed[name] if name in fed else numpy_helper.to_array(inits[name])
+    src = next(n for n, b in fed.items() if n != name and b.ndim >= 1)
+    dims = list(fed[src].shape)
+    shape_out = f"{name}__shape"
+    made = [helper.make_node("Shape", [src], [shape_out])]
+    pieces, gathered = [], 0
+    for j, v in enumerate(values.tolist()):
+        piece = f"{name}__{j}"
+        if v in dims:
+            idx = f"{piece}__at"
+            made.append(helper.make_node("Constant", [], [idx], value=numpy_helper.from_array(
+                np.array([dims.index(v)], np.int64))))
+            made.append(helper.make_node("Gather", [shape_out, idx], [piece], axis=0))
+            gathered += 1
+        else:
+            made.append(helper.make_node("Constant", [], [piece], value=numpy_helper.from_array(
+                np.array([v], np.int64))))
+        pieces.append(piece)
+    if not gathered:
+        raise ValueError("no entry is a dim of another input")
+    made.append(helper.make_node("Concat", pieces, [name], axis=0))
+    if name in fed:
+        g.input.remove(next(vi for vi in g.input if vi.name == name))
+    else:
+        g.initializer.remove(inits[name])
+        for vi in [vi for vi in g.input if vi.name == name]:
+            g.input.remove(vi)
+    for n in reversed(made):
+        g.node.insert(0, n)
+    arrays = [a for n, a in fed.items() if n != name]
+    expected = validate(inst, "computed", model, arrays)
+    base_expected = inst.expected_arrays()
+    if base_expected is not None:  # the same values: the outputs must not move
+        if len(expected) != len(base_expected) or any(
+                e.shape != b.shape or (b.dtype.kind in "biufc" and not np.allclose(e, b, equal_nan=True))
+                for e, b in zip(expected, base_expected)):
+            raise ValueError("computed:changed-outputs")
+        expected = base_expected
+    detail = f"{name} = Concat of Shape({src})[...] and constants"
+    v = variant_instance(inst, "computed", detail, model, arrays, expected)
+    return Instance(op=v.op, framework=v.framework, call={**v.call, "variant": inst.call.get("variant")},
+                    inputs=v.inputs, params=dict(inst.params), seed=v.seed, arrays=v.arrays,
+                    origin=Origin(inst.origin.source, f"{inst.origin.test} [computed: {detail}]",
+                                  inst.origin.library))
+
+
+register(Mutation("onnx.computed_input", "onnx", ("get_constant", "GenericConst", "Constant", "const", "numpy()",
+                                                  "ShapeExpr", "shape", "dynamic", "isinstance", "Var", "PrimValue",
+                                                  "int("), _computable, _computed))
 
 
 # -- the targets' own entry-point options (dlci.targets.base.Target.options) ------------------------------------------
