@@ -135,7 +135,6 @@ def test_mutations_give_valid_instances_the_reference_accepts(opinfo):
 
 
 def _onnx_case(op_type, x, ints, out_shape):
-    import onnx
     from onnx import TensorProto, helper
     from dlci.models.onnx_io import instance_from_model
     node = helper.make_node(op_type, ["x", "v"], ["y"])
