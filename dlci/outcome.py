@@ -34,6 +34,9 @@ class Outcome:
     # traced converter file -> [from line, to line] transitions within one frame while converting (-1: the return),
     # which branch outcomes ran (dlci.directed.goals)
     arcs: dict = field(default_factory=dict)
+    # traced converter file -> a changed statement's first line -> "name=class" of the values it computed on
+    # (dlci.testcase.value_class), which the directed search steers toward new ones
+    values: dict = field(default_factory=dict)
     digest: list = field(default_factory=list)     # per output: shape and summary numbers of what the target gave
     batch: int = 1                # tests that shared this one's convert and compile (dlci.testcase.execute_batch)
     # the first test of its target in its worker: its seconds include the target's one-time start there (the

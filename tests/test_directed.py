@@ -80,6 +80,41 @@ def test_arcs_from_a_real_trace_say_which_branch_outcomes_ran(tmp_path):
     assert got == {(10, "true"), (14, "enter"), (14, "skip"), (15, "true"), (15, "false"), (17, "except")}
 
 
+def test_the_tracer_records_the_values_changed_statements_compute_on(tmp_path):
+    from dlci.testcase import _line_tracer, value_class
+    path = tmp_path / "conv.py"
+    path.write_text(CONVERTER)
+    ns: dict = {}
+    exec(compile(CONVERTER, str(path), "exec"), ns)
+    key = str(path.resolve())
+
+    def values_of(dim):
+        class Node:
+            kwargs = {"dim": dim}
+        hits, arcs, values = {}, {}, {}
+        sys.settrace(_line_tracer(frozenset([key]), hits, arcs, values, ((key, 3, 3), (key, 9, 9), (key, 13, 13))))
+        try:
+            ns["Importer"]()._reduce(Node())
+        finally:
+            sys.settrace(None)
+        return values.get(key, {})
+
+    scalar = values_of(-1)
+    # the helper's normalisation: axis before (-1) and after (2); the scalar path: the dim and the list it makes
+    assert {"axis=-1", "axis=> 1"} <= set(scalar["3"])
+    assert {"axis=-1", "axes=list of 1"} <= set(scalar["13"])
+    assert "node=Node" in scalar["9"]
+    listed = values_of([0, -2])
+    assert "13" not in listed  # the list path never runs the scalar one; its -2 reaches the helper through _norm
+    assert set(listed["3"]) == {"axis=< -1", "axis=1"}
+    assert "axis=list of many with negatives" in listed["9"]
+    assert [value_class(v) for v in (None, 0, 7, -5, 0.0, float("nan"), (), [None], "float32", {})] == [
+        "None", "0", "> 1", "< -1", "0.0", "nan", "tuple of 0", "list of 1 with None", "'float32'", "dict of 0"]
+    # objects by type, with the dtype and rank they carry; numpy scalars as the numbers they are
+    assert [value_class(v) for v in (np.zeros((2, 0), np.float32), np.int64(-1), np.float32(2.5))] == [
+        "ndarray float32 rank 2", "-1", "> 0.0"]
+
+
 def test_distance_falls_with_the_control_flow_and_the_call_graph(tmp_path):
     path = tmp_path / "conv.py"
     path.write_text(CONVERTER)

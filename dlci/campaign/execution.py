@@ -119,12 +119,13 @@ class Steered:
 
 def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: RunOptions, *,
             trace_files: tuple[str, ...] = (), until: float | None = None, hard_until: float | None = None,
-            reaches_change: Callable[[dict], bool] | None = None) -> None:
+            reaches_change: Callable[[dict], bool] | None = None, watch: tuple = ()) -> None:
     """Run the tests until ``until`` (monotonic; default: the budget from now), streaming every outcome to
     results.jsonl; a failure is re-run once (another instance of its signature if that flakes) before it counts, its
     confirmation jumping the queue. Confirmations still owed then get a short grace, at most a quarter of what is left before ``hard_until``.
-    ``trace_files``: converter files whose lines are recorded while converting (PR mode); ``reaches_change``: whether
-    a test's coverage ran a changed statement, which steers the order (:class:`Steered`)."""
+    ``trace_files``: converter files whose lines are recorded while converting (PR mode), ``watch``: the changed
+    statements whose values are recorded too (dlci.testcase.execute); ``reaches_change``: whether a test's coverage
+    ran a changed statement, which steers the order (:class:`Steered`)."""
     say = options.progress
     confirm_queue: deque = deque()
     pending_confirm: dict[str, str] = {}  # job id -> signature
@@ -163,8 +164,8 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
         target = campaign.targets[test.target]
         seq += 1
         return Job(id=f"t{seq}:{test.instance.id}@{test.target}", func=target.job_func,
-                   args=(test.instance, test.target, tuple(trace_files)), instance_id=test.instance.id,
-                   op=test.instance.op, target=test.target, affinity=test.instance.id, timeout=target.timeout)
+                   args=(test.instance, test.target, tuple(trace_files), tuple(watch)),
+                   instance_id=test.instance.id, op=test.instance.op, target=test.target, affinity=test.instance.id, timeout=target.timeout)
 
     def batch(name: str, members: list[Test]) -> Job:
         nonlocal seq

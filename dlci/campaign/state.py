@@ -36,6 +36,8 @@ class Campaign:
     ended_early: str = ""  # why testing stopped before its share of the budget ran out, if it did
     coverage: dict[tuple[str, str], dict] = field(default_factory=dict)  # (instance id, target) -> file -> lines
     arcs: dict[tuple[str, str], dict] = field(default_factory=dict)  # (instance id, target) -> file -> [from, to]
+    # (instance id, target) -> file -> changed statement's line -> "name=class" (dlci.testcase.value_class)
+    values: dict[tuple[str, str], dict] = field(default_factory=dict)
     first_confirmed_at: float | None = None  # epoch seconds: when the first failure was confirmed
     confirmed_at: dict[str, float] = field(default_factory=dict)  # signature -> epoch seconds of its confirmation
     # (target, operator) -> a few outcomes the target called unsupported (PR mode asks the base revision about them)
@@ -89,6 +91,8 @@ class Campaign:
             self.coverage[(outcome.instance_id, outcome.target)] = outcome.coverage
         if outcome.arcs:
             self.arcs[(outcome.instance_id, outcome.target)] = outcome.arcs
+        if outcome.values:
+            self.values[(outcome.instance_id, outcome.target)] = outcome.values
         self.test_seconds += outcome.seconds
         for stage, secs in (outcome.timings or {}).items():
             self.stage_seconds[stage] += secs

@@ -13,6 +13,8 @@ from dlci.directed.distance import INF, Distances
 from dlci.directed.goals import FileGoals, Goal, from_diff, reached
 from dlci.directed.stream import DirectedStream, finite
 
+VALUES_SHOWN = 24  # value classes listed per reached statement in findings.json
+
 SHARE = 0.4  # of a PR scan's testing time, when goals are left after the operators' own tests have run
 
 
@@ -51,12 +53,18 @@ class Search:
                 code[g] = "\n".join(lines[max(0, lo - 1):hi + 1]) + (f"\n{g.condition}" if g.condition else "")
         return cls(files, goals, Distances(files, head_root, dispatch), Path(head_root), code)
 
+    def watch(self) -> tuple[tuple[str, int, int], ...]:
+        """The changed statements whose values the workers record: (resolved path, first line, last line)."""
+        return tuple((str((Path(self.root) / g.file).resolve()), g.span[0], g.span[1])
+                     for g in self.goals if g.kind == "statement")
+
     def stream_for(self, campaign, route: Callable, until: float, progress) -> DirectedStream:
         from dlci import operators
         self.stream = DirectedStream(campaign, self.goals, self.distances, route, self.root,
                                      lambda inst: set(operators.instance_ops(inst.op)), self.code,
                                      progress=progress, until=until)
-        self.stream.take_in([(campaign.instances[iid], target, cov, campaign.arcs.get((iid, target), {}))
+        self.stream.take_in([(campaign.instances[iid], target, cov, campaign.arcs.get((iid, target), {}),
+                              campaign.values.get((iid, target), {}))
                              for (iid, target), cov in campaign.coverage.items() if iid in campaign.instances])
         return self.stream
 
@@ -83,8 +91,15 @@ class Search:
                 continue
             keys = [key for key, cov in campaign.coverage.items()
                     if reached(g, cov, campaign.arcs.get(key, {}), self.root)]
-            out["reached_goals"].append({**g.to_dict(), "where": g.where, "tests": len(keys),
-                                         "failing": sum(1 for k in keys if k in failed)})
+            entry = {**g.to_dict(), "where": g.where, "tests": len(keys),
+                     "failing": sum(1 for k in keys if k in failed)}
+            if g.kind == "statement":  # the values the tests gave it (what a test that still passes did not try)
+                path = str((Path(self.root) / g.file).resolve())
+                seen = sorted({v for k in keys
+                               for v in campaign.values.get(k, {}).get(path, {}).get(str(g.span[0]), ())})
+                if seen:
+                    entry["values"] = seen[:VALUES_SHOWN]
+            out["reached_goals"].append(entry)
         for g in sorted(left, key=lambda g: (g.file, g.span[0], g.outcome)):
             best, best_key = INF, None
             for key, cov in campaign.coverage.items():

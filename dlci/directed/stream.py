@@ -75,15 +75,21 @@ class DirectedStream:
         self.reachers: dict[str, tuple[Instance, set[str]]] = {}
         self.bases: dict[str, tuple[Instance, set[str]]] = {}
         self.transferred: set[tuple[str, str]] = set()  # (mutation, base instance) already carried over
-        self.found_at = (self.t0, 0)  # the last new failure signature
+        self.found_at = (self.t0, 0)  # the last new failure signature, or new values at a changed statement
+        # (file, line) -> "name=class" seen there (dlci.testcase.value_class): a reacher that shows a changed
+        # statement a value class no test gave it before is varied first, as new coverage is in a greybox fuzzer
+        self.values: dict[tuple[str, str], set[str]] = {}
+        self.novel: dict[str, tuple[Instance, set[str]]] = {}
 
     # -- what the plan's tests already did ------------------------------------------------------------------------
-    def take_in(self, outcomes: list[tuple[Instance, str, dict, dict]]) -> None:
-        """The traces of the tests that ran before the search ((instance, target, lines, arcs)): goals they
-        reached are done, and the closest of them are the first seeds."""
-        for inst, target, lines, arcs in outcomes:
+    def take_in(self, outcomes: list[tuple]) -> None:
+        """The traces of the tests that ran before the search ((instance, target, lines, arcs[, values])): goals
+        they reached are done, the closest of them are the first seeds, and the values they showed the changed
+        statements are the ones already seen."""
+        for inst, target, lines, arcs, *rest in outcomes:
             self.seen.add(inst.id)
             self._account(inst, target, lines, arcs, depth=0)
+            self._new_values(rest[0] if rest else {})
             if self.operators_of(inst) & self.dist.operators():
                 held = self.bases.setdefault(inst.id, (inst, set()))
                 held[1].add(target)
@@ -139,7 +145,7 @@ class DirectedStream:
                                idle_limit=lambda: 3 * max(1, len(self.seeds)))
         # phase 2: the changed statements run, with values their tests have not shown yet: the presentations that
         # reached them carried over to the operator's other instances, and what reached them mutated further,
-        # until that stalls too (no new failure signature)
+        # until that stalls too (no new failure signature, no new value class at a changed statement)
         self.found_at = (time.monotonic(), self.stats["mutants"])
         yield from self._phase(lambda: bool(self.reachers), lambda: self.found_at, self._vary, "varied_stalled",
                                idle_limit=lambda: 20)
@@ -226,9 +232,20 @@ class DirectedStream:
             return reach & chosen
         return reach & prefer or reach
 
+    def _new_values(self, values: dict) -> int:
+        """How many (changed statement, value class) pairs of a trace no test showed before; they are seen now."""
+        new = 0
+        for path, per_line in (values or {}).items():
+            for line, classes in per_line.items():
+                seen = self.values.setdefault((path, str(line)), set())
+                fresh = set(classes) - seen
+                new += len(fresh)
+                seen |= fresh
+        return new
+
     def _vary(self) -> list[Test]:
         """A reaching presentation carried over to one more of the operator's instances, else a further mutation
-        of something that reached changed code."""
+        of something that reached changed code (one that showed a changed statement new values first)."""
         reaching = [m for m in dict.fromkeys(self._mutation_of[i] for i in self.reachers if i in self._mutation_of)]
         for name in reaching:
             mutation = M.MUTATIONS.get(name)
@@ -245,7 +262,8 @@ class DirectedStream:
                 if made:
                     self.stats["transferred"] += 1
                     return self._emit(made[0], name, 1, targets)
-        reachers = list(self.reachers.values())
+        pool = self.novel if self.novel and self.rng.random() < 0.7 else self.reachers
+        reachers = list(pool.values())
         inst, targets = reachers[int(self.rng.integers(len(reachers)))]
         if self.depth.get(inst.id, 0) >= MAX_DEPTH:
             return []
@@ -277,6 +295,12 @@ class DirectedStream:
             # bug of another converter, a dtype the target never had) is no reason to go on
             self.stats["new_signatures"] += 1
             self.found_at = (time.monotonic(), self.stats["mutants"])
+        fresh = self._new_values(getattr(outcome, "values", {}) or {})
+        if fresh and test.instance.id in self.reachers:
+            # ... or computes on values the changed statements have not seen (an index at -1, an empty list, None)
+            self.stats["new_values"] += fresh
+            self.novel[test.instance.id] = self.reachers[test.instance.id]
+            self.found_at = (time.monotonic(), self.stats["mutants"])
 
     def _ended(self) -> str:
         """Why the search stopped: its second phase's reason if it got there, else its first's."""
@@ -291,6 +315,7 @@ class DirectedStream:
                 - self.stats["goals_reached"], "reached_by_search": self.stats["goals_reached"],
                 "unreached": len(self.unreached), "mutants": self.stats["mutants"],
                 "transferred": self.stats["transferred"], "new_signatures": self.stats["new_signatures"],
+                "new_values": self.stats["new_values"],
                 "statements_reached_before": self.statements_before,
                 "tests": self.stats["tests"], "invalid": self.stats["invalid"],
                 "seconds": round(time.monotonic() - self.t0, 1), "ended": self._ended(),

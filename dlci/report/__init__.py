@@ -149,6 +149,13 @@ def _directed_lines(pr: dict) -> list[str]:
             f"{_where({'file': g['file'], 'line': g['span'][0] if g['kind'] == 'branch' else g['line']})}"
             + (f" {P(g.get('outcome'), 20)}" if g['kind'] == 'branch' else "") + f" ({P(g['tests'], 20)} tests)"
             for g in passing[:30]) + "."]
+        valued = [g for g in passing if g.get("values")]
+        if valued:  # what the passing tests computed on: the boundary values no test tried are what is missing
+            lines += ["", "Values the passing tests gave the changed statements:"]
+            lines += [f"- {_where({'file': g['file'], 'line': g['line']})}: "
+                      + ", ".join(C(v, 40) for v in g["values"][:12])
+                      + (f" and {P(len(g['values']) - 12, 20)} more" if len(g["values"]) > 12 else "")
+                      for g in valued[:10]]
     return lines + [""]
 
 

@@ -184,8 +184,8 @@ def _scan(req: ScanRequest) -> Report:
                     until = end if search is None else time.monotonic() + (1 - directed.SHARE) * (
                         end - time.monotonic())
                     execute(campaign, tests, engine, options, trace_files=trace,
-                                   until=until, hard_until=clock.hard,
-                                   reaches_change=coverage.reach_test(head.path, converter_files, repo))
+                            until=until, hard_until=clock.hard, watch=search.watch() if search else (),
+                            reaches_change=coverage.reach_test(head.path, converter_files, repo))
                 if search is not None and not campaign.interrupted and time.monotonic() < end - 5:
                     _directed(campaign, search, engine, options, trace, end, clock, route, chosen, say)
                 if fuzz is not None and not campaign.interrupted:
@@ -425,12 +425,18 @@ def _directed(campaign, search: Search, engine, options, trace, end: float, cloc
     reach = {name for name in chosen}
     stream = search.stream_for(campaign, lambda inst: route(inst) & reach, until=end, progress=say)
     left = len(stream.unreached)
-    if not left:
+    if not left and not stream.reachers:
         return
-    say(f"directed search: {left} of {len(search.goals)} changed statements and branch outcomes unreached; "
-        f"{len(stream.seeds)} seeds, {max(0.0, end - time.monotonic()):.0f} s")
-    execute(campaign, stream, engine, options, trace_files=trace, until=end, hard_until=clock.hard)
-    say(f"directed search: {len(stream.unreached)} left unreached after {stream.stats['mutants']} mutants")
+    if left:
+        say(f"directed search: {left} of {len(search.goals)} changed statements and branch outcomes unreached; "
+            f"{len(stream.seeds)} seeds, {max(0.0, end - time.monotonic()):.0f} s")
+    else:  # reached but passing: the second phase varies what reached the changed code (values it has not seen)
+        say(f"directed search: every changed statement and branch outcome reached; varying the "
+            f"{len(stream.reachers)} tests that reached them, {max(0.0, end - time.monotonic()):.0f} s")
+    execute(campaign, stream, engine, options, trace_files=trace, until=end, hard_until=clock.hard,
+            watch=search.watch())
+    say(f"directed search: {len(stream.unreached)} left unreached after {stream.stats['mutants']} mutants"
+        + (f", {stream.stats['new_values']} new values at changed statements" if stream.stats["new_values"] else ""))
 
 
 def _skeleton_writer(out: Path):

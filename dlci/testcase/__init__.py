@@ -6,6 +6,8 @@ packed into one model: :mod:`dlci.testcase.batch`.
 """
 from __future__ import annotations
 
+import keyword
+import linecache
 import os
 import re
 import sys
@@ -54,13 +56,105 @@ def _invalid(out: Outcome, stage: str, e: BaseException) -> None:
     out.message, out.traceback = first_lines(str(e)), format_exc(e)
 
 
-def _line_tracer(files: frozenset[str], hits: dict[str, set[int]], arcs: dict[str, set] | None = None):
+_VALUES_PER_LINE = 64   # value classes kept per watched line and test
+_KEYWORDS = frozenset(keyword.kwlist) | {"self", "cls", "True", "False", "None"}
+
+
+def value_class(v) -> str:
+    """What a value at a changed line is, as boundary classes (the values the directed search steers toward): None,
+    booleans, -1/0/1 and the signs beyond, empty/one/many sequences and whether they hold None or negatives, short
+    strings as written (dtype names, modes), other objects by type (a relax Var or a Constant, a dtype)."""
+    if isinstance(v, np.generic) and v.dtype.kind in "biuf":  # a numpy scalar counts as the number it is
+        v = v.item()
+    if v is None or isinstance(v, bool):
+        return repr(v)
+    if isinstance(v, int):
+        return repr(v) if -1 <= v <= 1 else "< -1" if v < 0 else "> 1"
+    if isinstance(v, float):
+        return "nan" if v != v else "inf" if v in (float("inf"), float("-inf")) else "0.0" if v == 0 else \
+            "< 0.0" if v < 0 else "> 0.0"
+    if isinstance(v, (list, tuple)):
+        n = len(v)
+        cls = f"{type(v).__name__} of {n if n < 2 else 'many'}"
+        head = v[:16]
+        if any(x is None for x in head):
+            cls += " with None"
+        if any(isinstance(x, int) and not isinstance(x, bool) and x < 0 for x in head):
+            cls += " with negatives"
+        return cls
+    if isinstance(v, str):
+        return repr(v) if len(v) <= 24 else "str"
+    if isinstance(v, dict):
+        return f"dict of {len(v) if len(v) < 2 else 'many'}"
+    return _typed(v)
+
+
+def _attr(v, name: str):
+    try:
+        return getattr(v, name, None)
+    except Exception:  # noqa: BLE001 - a property that raises (an FFI object without it)
+        return None
+
+
+def _typed(v) -> str:
+    """An object by type, with the dtype and rank it carries or its type annotation does (a tensor; a relax
+    expression's ``ty``/``struct_info``): "Var float32 rank 0", "Tensor torch.bfloat16 rank 2"."""
+    dtype = ndim = None
+    for holder in (v, _attr(v, "ty"), _attr(v, "struct_info")):
+        if holder is None or isinstance(holder, (str, bytes)):
+            continue
+        if dtype is None:
+            d = _attr(holder, "dtype")
+            if d is not None and not callable(d) and len(str(d)) <= 24:
+                dtype = str(d)
+        if ndim is None:
+            n = _attr(holder, "ndim")
+            if isinstance(n, int) and not isinstance(n, bool):
+                ndim = n
+    out = type(v).__name__
+    if dtype:
+        out += f" {dtype}"
+    if ndim is not None:
+        out += f" rank {ndim}" if ndim >= 0 else " rank ?"
+    return out
+
+
+def _watch_names(path: str, lo: int, hi: int) -> tuple[str, ...]:
+    """The identifiers a watched statement's lines hold (those bound in the frame are the values it computes on)."""
+    text = "".join(linecache.getline(path, ln) for ln in range(lo, hi + 1))
+    text = text.split("#", 1)[0] if lo == hi else text
+    return tuple(dict.fromkeys(n for n in re.findall(r"[A-Za-z_]\w*", text) if n not in _KEYWORDS))
+
+
+def _line_tracer(files: frozenset[str], hits: dict[str, set[int]], arcs: dict[str, set] | None = None,
+                 values: dict[str, dict[str, set[str]]] | None = None, watch: tuple = ()):
     """A sys.settrace function recording the lines run in ``files`` (resolved paths) only, and with ``arcs`` the
     transitions between them within each frame ((-1: leaving the function), which tell the branch outcomes that
     ran: dlci.directed.goals); other frames are not traced. Code imported through a symlinked path (a checkout's
-    package linked into place) counts as its file."""
+    package linked into place) counts as its file. ``watch``: (path, first line, last line) statements whose
+    values are recorded into ``values`` (path -> first line -> "name=class", :func:`value_class`) when they start
+    and again on the frame's next event (what they computed)."""
     real: dict[str, str] = {}
     last: dict[int, int] = {}  # id(frame) -> its last line
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for path, lo, hi in watch:
+        spans.setdefault(path, []).append((int(lo), int(hi)))
+    names: dict[tuple[str, int], tuple[str, ...]] = {}
+    after: dict[int, tuple[str, int]] = {}  # id(frame) -> the watched statement it just started
+
+    def note(frame, path: str, lo: int) -> None:
+        key = (path, lo)
+        if key not in names:
+            hi = next(h for a, h in spans[path] if a == lo)
+            names[key] = _watch_names(path, lo, hi)
+        seen = values.setdefault(path, {}).setdefault(str(lo), set())
+        f_locals = frame.f_locals
+        for name in names[key]:
+            if name in f_locals and len(seen) < _VALUES_PER_LINE:
+                try:
+                    seen.add(f"{name}={value_class(f_locals[name])}")
+                except Exception:  # noqa: BLE001 - a value whose len or compare raises
+                    pass
 
     def local(frame, event, arg):
         if event == "line":
@@ -71,10 +165,23 @@ def _line_tracer(files: frozenset[str], hits: dict[str, set[int]], arcs: dict[st
                 if prev is not None:
                     arcs.setdefault(path, set()).add((prev, frame.f_lineno))
                 last[id(frame)] = frame.f_lineno
-        elif event == "return" and arcs is not None:
-            prev = last.pop(id(frame), None)
-            if prev is not None:
-                arcs.setdefault(real[frame.f_code.co_filename], set()).add((prev, -1))
+            if values is not None and path in spans:
+                done = after.pop(id(frame), None)
+                if done is not None:
+                    note(frame, *done)
+                lo = next((a for a, h in spans[path] if a == frame.f_lineno), None)
+                if lo is not None:
+                    note(frame, path, lo)
+                    after[id(frame)] = (path, lo)
+        elif event == "return":
+            if values is not None:
+                done = after.pop(id(frame), None)
+                if done is not None:
+                    note(frame, *done)
+            if arcs is not None:
+                prev = last.pop(id(frame), None)
+                if prev is not None:
+                    arcs.setdefault(real[frame.f_code.co_filename], set()).add((prev, -1))
         return local
 
     def call(frame, event, arg):
@@ -148,7 +255,7 @@ def _prepare(instance: Instance, target, out: Outcome, hook, form: str | None = 
 
 
 def _target_stages(target, model, inputs, seed: int, out: Outcome, hook, trace_files=(),
-                   keep: list | None = None, errors: list | None = None) -> list | None:
+                   keep: list | None = None, errors: list | None = None, watch: tuple = ()) -> list | None:
     """convert / compile / run: the target under test. The outputs, or None with the failure in ``out``.
     ``keep``: receives the compiled model (the device oracle runs it again); ``errors``: the exception raised
     (a packed group's failure is traced to a member from its frames)."""
@@ -159,11 +266,12 @@ def _target_stages(target, model, inputs, seed: int, out: Outcome, hook, trace_f
         t = time.perf_counter()
         hits: dict[str, set[int]] = {}
         arcs: dict[str, set] = {}
+        values: dict[str, dict[str, set[str]]] = {}
         tracing = stage == "convert" and bool(trace_files)
         try:
             with models.quiet():
                 if tracing:
-                    sys.settrace(_line_tracer(frozenset(trace_files), hits, arcs))
+                    sys.settrace(_line_tracer(frozenset(trace_files), hits, arcs, values, watch))
                 if stage == "convert":
                     value = target.convert(value, inputs)
                 elif stage == "compile":
@@ -194,6 +302,7 @@ def _target_stages(target, model, inputs, seed: int, out: Outcome, hook, trace_f
                 sys.settrace(None)
                 out.coverage = {f: sorted(lines) for f, lines in hits.items()}
                 out.arcs = {f: sorted(pairs) for f, pairs in arcs.items()}
+                out.values = {f: {ln: sorted(v) for ln, v in per.items()} for f, per in values.items()}
             out.timings[stage] = time.perf_counter() - t
     return list(value)
 
@@ -296,9 +405,10 @@ def _device_failure(target, e: BaseException, out: Outcome) -> None:
 
 
 def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str], None] | None = None,
-            trace_files: tuple[str, ...] = ()) -> Outcome:
+            trace_files: tuple[str, ...] = (), watch: tuple = ()) -> Outcome:
     """Run one test. ``trace_files``: converter source files whose executed lines are recorded while converting
-    (``Outcome.coverage``), so a PR scan knows which instances reach the lines it changed."""
+    (``Outcome.coverage``), so a PR scan knows which instances reach the lines it changed; ``watch``: changed
+    statements (path, first line, last line) whose values are recorded (``Outcome.values``)."""
     target = get(target_name)
     chosen = (instance.call.get("options") or {}).get(target_name)
     if chosen:  # the entry point's own options, as the instance names them (dlci.targets.base.Target.options)
@@ -311,7 +421,7 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
     if prep is not None:
         keep: list = []
         value = _target_stages(target, prep.model, prep.inputs, instance.seed, out, hook, trace_files,
-                               keep=keep if target.on_accelerator else None)
+                               keep=keep if target.on_accelerator else None, watch=watch)
         if target.on_accelerator:
             try:
                 out.device = target.device_name()
@@ -350,7 +460,7 @@ def _first_use(target_name: str) -> bool:
     return first
 
 
-def execute_job(instance: Instance, target_name: str, trace_files: tuple[str, ...] = (), *,
+def execute_job(instance: Instance, target_name: str, trace_files: tuple[str, ...] = (), watch: tuple = (), *,
                 stage_hook: Callable[[str], None] | None = None) -> dict:
     """Entry point for the sandboxed workers (dlci.exec): the Outcome as plain data."""
-    return execute(instance, target_name, stage_hook=stage_hook, trace_files=trace_files).to_dict()
+    return execute(instance, target_name, stage_hook=stage_hook, trace_files=trace_files, watch=watch).to_dict()
