@@ -19,6 +19,7 @@ from dlci.outcome import CRASH, UNSUPPORTED, Outcome, same_digest
 BASE_RERUNS = 8  # instances of one finding re-run on the base revision, each attributed on its own
 SUPPORT_PROBES = 16  # per (target, operator): one of each kind said unsupported on head (cheap: they stop early)
 HEAD_AGAIN = 2  # head re-runs of a wrong result whose numbers differ on base (are they stable at all?)
+BASE_AGAIN = 2  # and base re-runs: uninitialised memory often reads the same twice in a row on one side
 SUPPORT_GROUPS = 40  # (target, operator) pairs probed at most
 
 
@@ -71,7 +72,7 @@ def attribute(findings: list[Finding], campaign: Campaign, options: RunOptions, 
     # round robin: every finding's representative first, so a deadline leaves as few findings unattributed as it can
     jobs = [js[k] for k in range(BASE_RERUNS) for js in per_finding if k < len(js)]
     results = _run(jobs, campaign, options, base_env, compare.log, deadline)
-    unsteady = _unsteady_values(findings, jobs, results, campaign, options, head_env, deadline)
+    unsteady = _unsteady_values(findings, jobs, results, campaign, options, head_env, deadline, base_env)
     out = []
     for f in findings:
         base = {j.instance_id: results[j.id] for j in jobs if j.id.startswith(f"base{f.id}:") and j.id in results}
@@ -94,13 +95,14 @@ def attribute(findings: list[Finding], campaign: Campaign, options: RunOptions, 
 
 
 def _unsteady_values(findings: list[Finding], jobs: list[Job], results: dict[str, Outcome], campaign: Campaign,
-                     options: RunOptions, head_env: dict | None, deadline: float) -> set[str]:
-    """Instances whose wrong numbers differ between head and base although both fail the same way: run once more on
-    head; those whose numbers change from run to run (reads of uninitialised memory) are not told apart by their
-    numbers, and count as failing the same way on both revisions."""
+                     options: RunOptions, head_env: dict | None, deadline: float,
+                     base_env: dict | None = None) -> set[str]:
+    """Instances whose wrong numbers differ between head and base although both fail the same way: run again on
+    head and on base; those whose numbers change from run to run on either side (reads of uninitialised memory) are
+    not told apart by their numbers, and count as failing the same way on both revisions."""
     if head_env is None:
         return set()
-    again = []
+    again, base_again = [], []
     for f in findings:
         head = {o.instance_id: o for o in campaign.failures.get(f.signature, [])}
         for j in jobs:
@@ -109,9 +111,14 @@ def _unsteady_values(findings: list[Finding], jobs: list[Job], results: dict[str
                     and campaign.signature(o) == f.signature and not same_digest(o.digest, head[j.instance_id].digest)):
                 again += [(_job(f"again{n}{f.id}", campaign, j.instance_id, f.target), head[j.instance_id])
                           for n in range(HEAD_AGAIN)]
+                base_again += [(_job(f"baseagain{n}{f.id}", campaign, j.instance_id, f.target), o)
+                               for n in range(BASE_AGAIN if base_env is not None else 0)]
     rerun = _run([j for j, _ in again], campaign, options, head_env, "head-again", deadline)
+    rerun_base = _run([j for j, _ in base_again], campaign, options, base_env or {}, "base-again", deadline)
     return {j.instance_id for j, first in again
-            if j.id in rerun and not same_digest(rerun[j.id].digest, first.digest)}
+            if j.id in rerun and not same_digest(rerun[j.id].digest, first.digest)} | {
+        j.instance_id for j, first in base_again
+        if j.id in rerun_base and not same_digest(rerun_base[j.id].digest, first.digest)}
 
 
 STAGE_ORDER = {"convert": 0, "compile": 1, "run": 2}
