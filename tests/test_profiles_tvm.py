@@ -189,6 +189,23 @@ def test_a_new_method_with_its_blank_line_selects_only_the_entries_that_use_it(t
     assert {t.operator for t in a.touches} == {"selu.default"}
 
 
+def test_a_deleted_method_with_its_entries_selects_only_the_operators_that_used_it(tvm_repo):
+    """The revert of a real change (TVM #17893, fmod) deletes `_fmod` from the shared base class and its entries:
+    the head lines around the deletion sit at class level between two methods and must not count as a change of
+    the whole class (that selected all 554 operators of both torch frontends, and fmod was never tested)."""
+    root = Path(tvm_repo[0])
+    text = (root / BASE_FX).read_text()
+    start = text.index("    def _fmod(")
+    method = text[start:text.index("    def _rsub(", start)]
+    ep_lines = [ln + "\n" for ln in (root / EP).read_text().splitlines() if ln.strip().startswith('"fmod.')]
+    fx = f"{FE}/torch/fx_translator.py"
+    fx_line = next(ln for ln in (root / fx).read_text().splitlines() if ln.strip() == '"fmod": self._fmod,') + "\n"
+    a = touched(pr(tvm_repo, "drop-fmod", {BASE_FX: [(method, "")], EP: [(ln, "") for ln in ep_lines],
+                                            fx: [(fx_line, "")]}))
+    assert {t.operator for t in a.touches} == {"fmod", "fmod.Scalar", "fmod.Tensor"}
+    assert not any(t.why.startswith("helper") for t in a.touches)
+
+
 COMMON_EP = {"add.Tensor", "mul.Tensor", "relu.default", "linear.default", "conv2d.default"}
 COMMON_FX = {"add", "mul", "relu", "linear", "conv2d"}
 

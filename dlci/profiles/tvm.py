@@ -213,6 +213,12 @@ class TVMProfile(Profile):
                 rest = [ln for ln in lines if tr.region.start <= ln <= tr.region.end and ln not in in_entry]
                 if not rest:
                     continue  # every changed line of this region is a map entry: reported per entry above
+                if side == "head" and not set(rest) & edited and (
+                        tr.region.kind == "class" or all(ln == tr.region.start for ln in rest)):
+                    # only the neighbours of a pure deletion between two definitions: what was deleted (a method)
+                    # is attributed on the base side, in the region it had there; neither the class as a whole
+                    # (reached by every converter of the importer) nor the method after it changed
+                    continue
                 name = _resolve(tr.region.name, index) or f"<module>@{rest[0]}"
                 out.setdefault((file, name), (file, rest[0]))
         return out
