@@ -62,3 +62,22 @@ def test_sources_take_turns():
     order = balanced(many + [few])
     assert order.index(few) <= 1  # not after every OpInfo instance
     assert balanced(many + [few], touched={"aten::a"})[0].op == "aten::a"
+
+
+def test_operators_whose_own_converter_changed_go_before_those_a_changed_helper_reaches():
+    from types import SimpleNamespace
+    from dlci.profiles.base import Touch
+    from dlci.scan import _direct_ops
+    from dlci.scan.coverage import CoverageCache, edited_lines_first
+    touches = [Touch("fmod", "aten", "self._fmod", "a.py", 1, "convert-map entry removed (base line)")] + [
+        Touch(op, "aten", f"self._{op}", "b.py", 2, "helper BaseFXGraphImporter._binary changed (reached from x)")
+        for op in ("elu", "celu", "selu")]
+    first = _direct_ops(touches)
+    assert "fmod" in first and "elu" not in first
+    assert _direct_ops(touches[1:]) == frozenset()  # nothing to put first when every touch is indirect
+    instances = [inst(f"aten::{op}", (k + 2,), 1.0) for k in range(6) for op in ("elu", "celu", "selu")]
+    instances += [inst("aten::fmod", (k + 2,), 1.0) for k in range(3)]
+    repo = SimpleNamespace(last_diff=SimpleNamespace(files=[]))
+    order = edited_lines_first(repo, [], CoverageCache(), first_ops=first)(instances)
+    assert [i.op for i in order[:3]] == ["aten::fmod"] * 3
+    assert sorted(i.id for i in order) == sorted(i.id for i in instances)

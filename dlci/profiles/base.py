@@ -24,6 +24,12 @@ class Touch:
     targets: tuple[str, ...] = ()  # dlci targets (frontend entry points) that reach this converter
     profile: str = ""
 
+    @property
+    def indirect(self) -> bool:
+        """Reached through a changed helper, library op or per-graph code, not by its own converter or map entry
+        (a helper shared by hundreds of converters must not crowd out the entry the PR edited)."""
+        return self.why.startswith(("helper ", "library op ")) or "runs for every graph" in self.why
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -169,7 +169,8 @@ def _scan(req: ScanRequest) -> Report:
                             preferred_ops=list(dict.fromkeys(c for t in analysis.touches
                                                              for c in operators.canonical(t.operator, t.namespace))))
         tests = stages.plan(instances, campaign.targets, route=route,
-                            order=coverage.edited_lines_first(repo, converter_files, cache))
+                            order=coverage.edited_lines_first(repo, converter_files, cache, first_ops=_direct_ops(
+                                analysis.touches)))
         (out / "repro").mkdir(parents=True, exist_ok=True)
         findings: list = []
         base_env = None
@@ -418,6 +419,15 @@ def _no_environment_failure(campaign, findings: list) -> None:
             f"({example.symptom if example else ''}: {(example.message if example else message)[:400]}). The "
             "checkout's Python does not run over the installed libraries: set install: in .dlci.yml to a matching "
             "build (or python_path/env to one), as dlci's docs say for this repository")
+
+
+def _direct_ops(touches) -> frozenset[str]:
+    """The operators whose own converter or map entry the diff changed, when others are reached only through a
+    changed helper (nothing to put first otherwise)."""
+    from dlci import operators
+    if not any(t.indirect for t in touches):
+        return frozenset()
+    return frozenset(c for t in touches if not t.indirect for c in operators.canonical(t.operator, t.namespace))
 
 
 def _directed(campaign, search: Search, engine, options, trace, end: float, clock, route, chosen, say) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from dlci.instance import variant_kind
+from dlci.operators import instance_ops
 from dlci.plan import balanced
 
 
@@ -145,9 +146,10 @@ def summary(campaign, head_root: Path, converter_files, repo, cache: CoverageCac
             "unreached": gaps}
 
 
-def edited_lines_first(repo, converter_files, cache: CoverageCache):
+def edited_lines_first(repo, converter_files, cache: CoverageCache, first_ops: frozenset[str] = frozenset()):
     """An order for the diff-selected instances: OPERA's diversity order, those known (from cached coverage of the
-    base revision's files) to run the changed lines first."""
+    base revision's files) to run the changed lines first, then those of ``first_ops`` (the operators whose own
+    converter or map entry the diff changed, ahead of those only reached through a changed helper)."""
     hot: set[str] = set()
     by_path = {f.path: f for f in repo.last_diff.files}
     for rel in converter_files:
@@ -169,6 +171,8 @@ def edited_lines_first(repo, converter_files, cache: CoverageCache):
             if kind[1] and kind not in kinds:
                 kinds.add(kind)
                 first.add(inst.id)
-        return ([i for i in ranked if i.id in hot] + [i for i in ranked if i.id in first and i.id not in hot]
-                + [i for i in ranked if i.id not in hot and i.id not in first])
+        direct = {i.id for i in ranked if i.id not in hot and instance_ops(i.op) & first_ops}
+        return ([i for i in ranked if i.id in hot] + [i for i in ranked if i.id in direct]
+                + [i for i in ranked if i.id in first and i.id not in hot and i.id not in direct]
+                + [i for i in ranked if i.id not in hot and i.id not in first and i.id not in direct])
     return order
