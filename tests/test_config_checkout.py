@@ -109,3 +109,15 @@ def test_bad_revision_cannot_be_checked_out(repo, tmp_path):
     path, _, _ = repo
     with pytest.raises(CheckoutError, match="worktree add"):
         Checkout.create(path, "0" * 40, tmp_path / "work", "head")
+
+
+@pytest.mark.parametrize("entry", ["", ".", "./", "/"])
+def test_python_path_entries_that_name_the_root_hold_the_root_package(entry):
+    """An onnxscript-shaped repository (the package at the root) with ``python_path: ["."]``: its converter files are
+    the checkout's modules, not "held by no entry" (every such scan stopped with exit 3)."""
+    from dlci.exec.origins import module_for
+    rel = "onnxscript/function_libs/torch_lib/ops/prims.py"
+    assert module_for(rel, [entry]) == "onnxscript.function_libs.torch_lib.ops.prims"
+    assert module_for("python/tvm/relax/frontend/onnx/onnx_frontend.py", ["./python"]) == \
+        "tvm.relax.frontend.onnx.onnx_frontend"
+    assert module_for("docs/conf.py", ["python"]) is None

@@ -8,6 +8,7 @@ scan).
 from __future__ import annotations
 
 import importlib.util
+import posixpath
 import os
 
 
@@ -17,7 +18,8 @@ def module_for(rel: str, python_path: list[str]) -> str | None:
     if not rel.endswith(".py"):
         return None
     for entry in sorted(python_path, key=len, reverse=True):
-        prefix = entry.strip("/") + "/" if entry.strip("/") else ""
+        entry = posixpath.normpath(entry.strip("/") or ".")  # ".", "./", "" are the root; "./python" is "python"
+        prefix = "" if entry == "." else entry + "/"
         if rel.startswith(prefix):
             parts = rel[len(prefix):-3].split("/")
             if parts[-1] == "__init__":
