@@ -36,10 +36,16 @@ def test_sample_pr_bug_is_caught_new_in_pr_with_a_reproducer_that_fails_on_head_
     code, doc = scan(tmp_path, "--sample", "tvm-elu-minimum", "--budget", "150", "--limit-per-op", "6",
                      "--fuzz-share", "0")  # the fuzz share has its own test (test_fuzz.py)
     assert code == EXIT_FINDINGS
-    assert doc["findings"], doc["stats"]
+    news = [f for f in doc["findings"] if f["new_in_pr"]]
+    assert news, doc["findings"] or doc["stats"]
     for f in doc["findings"]:
         assert f["operator"] in ("aten::elu", "nn::ELU") and f["target"].startswith("tvm.from_")
-        assert f["new_in_pr"] is True and f["base"]["status"] == "pass"
+        if not f["new_in_pr"]:
+            # the directed search's mutants may show TVM 0.27's own ELU bugs (a bfloat16 input through FX):
+            # those fail on the base revision too, and must say so
+            assert f["new_in_pr"] is False and f["base"]["status"] != "pass", f
+            continue
+        assert f["base"]["status"] == "pass"
         assert f["repro_checked"] is True and f["repro_passes_on_base"] is True
         assert f["reaches_change"] is True
     pr = doc["pr"]
@@ -51,7 +57,7 @@ def test_sample_pr_bug_is_caught_new_in_pr_with_a_reproducer_that_fails_on_head_
     report = (out / "report.md").read_text()
     assert "new in this PR" in report and "base_fx_graph_translator.py" in report
     # the reproducer is standalone: against the installed TVM (the base code) it passes
-    repro = out / doc["findings"][0]["repro"]
+    repro = out / news[0]["repro"]
     assert subprocess.run([sys.executable, str(repro)], capture_output=True).returncode == 0
 
 
