@@ -315,15 +315,20 @@ _ONNX_NUMPY = {"float": "float32", "double": "float64", "float16": "float16", "b
                "uint16": "uint16", "uint32": "uint32", "uint64": "uint64", "bool": "bool"}
 
 
+def _onnx_main(inst: Instance):
+    """(model, the node the instance is about) of an ONNX model instance; (None, None) for any other."""
+    if inst.call.get("kind") != "onnx_model":
+        return None, None
+    from dlci.models.onnx_io import load_onnx, main_node
+    model = load_onnx(inst.arrays)
+    return model, main_node(model, inst.op.split("::", 1)[-1].split(".")[0])
+
+
 def _onnx_types(inst: Instance):
     """(type parameter, numpy dtype) pairs: each constraint of the main node's schema moved to another type it
     allows, for the graph inputs bound to it."""
-    if inst.call.get("kind") != "onnx_model":
-        return
     import onnx.defs
-    from dlci.models.onnx_io import load_onnx, main_node
-    model = load_onnx(inst.arrays)
-    node = main_node(model, inst.op.split("::", 1)[-1].split(".")[0])
+    model, node = _onnx_main(inst)
     if node is None:
         return
     try:
@@ -384,11 +389,8 @@ register(Mutation("onnx.input_types", "onnx", ("dtype", "elem_type", "astype", "
 def _computable(inst: Instance):
     """Names of the main node's small 1-D int64 inputs (shapes, axes, pads, repeats, sizes), fed at run time or as
     initializers, when another fed input has a shape that a ``Shape`` node can read."""
-    if inst.call.get("kind") != "onnx_model":
-        return
-    from dlci.models.onnx_io import feed_names, load_onnx, main_node
-    model = load_onnx(inst.arrays)
-    node = main_node(model, inst.op.split("::", 1)[-1].split(".")[0])
+    from dlci.models.onnx_io import feed_names
+    model, node = _onnx_main(inst)
     if node is None:
         return
     fed = dict(zip(feed_names(model), inst.input_arrays()))
