@@ -128,6 +128,28 @@ def test_unsupported_outcomes_kept_are_distinct_reasons():
     assert len(kept) <= UNSUPPORTED_KEPT
 
 
+def test_unsupported_outcomes_of_one_reason_keep_a_few_other_shapes():
+    """The first instance of a reason may fail on base for a reason of its own (unfold's empty batch): a few more
+    of the same reason with other input shapes are kept, first of each reason before any second (attribution)."""
+    from dlci.campaign.state import UNSUPPORTED_PER_KIND, Campaign
+    from dlci.instance import Instance, Origin, TensorSpec
+    from dlci.outcome import UNSUPPORTED, Outcome
+
+    shapes = [[0, 1, 5, 5], [0, 1, 5, 5], [2, 3, 5, 5], [1, 1, 4, 4], [3, 2, 6, 6], [2, 2, 2, 2], [5, 1, 3, 3]]
+    insts = {f"i{n}": Instance(op="aten::im2col", framework="torch", call={"kind": "torch_fn", "fn": "f"},
+                               inputs=[TensorSpec(s, "float32")], params={}, origin=Origin("opinfo", "t"),
+                               id=f"i{n}") for n, s in enumerate(shapes)}
+    campaign = Campaign(instances=insts, targets={})
+    for n in range(len(shapes)):
+        campaign.record(Outcome(f"i{n}", "aten::im2col", "onnxscript.torchlib", UNSUPPORTED, "convert",
+                                "NotRegistered", "torchlib registers no function for aten::im2col"), None)
+    campaign.record(Outcome("i6", "aten::im2col", "onnxscript.torchlib", UNSUPPORTED, "run", "NotImplemented",
+                            "Could not find an implementation for Col2Im"), None)
+    kept = campaign.unsupported[("onnxscript.torchlib", "aten::im2col")]
+    assert [o.instance_id for o in kept] == ["i0", "i2", "i3", "i4", "i6"][:UNSUPPORTED_PER_KIND] + ["i6"]
+    assert campaign.unsupported_rank(kept) == [0, 1, 2, 3, 0]
+
+
 def test_steered_order_follows_the_variant_kind_that_ran_a_changed_line():
     """Plan order until a test runs a changed line; then every other test comes from that test's family (a variant
     kind across operators), and nothing is run twice or lost."""

@@ -575,7 +575,7 @@ def test_onnxscript_function_body(onnxscript_repo):
     commit(onnxscript_repo)
     r = analyse(onnxscript_repo, "onnxscript")
     assert [(t.operator, t.namespace, t.targets, t.file, t.line, t.converter) for t in r.touches] == [
-        ("aten::elu", "aten", ("torch.onnx",), f"{OPS}/nn.py", ln, "aten_elu")]
+        ("aten::elu", "aten", ("torch.onnx", "onnxscript.torchlib"), f"{OPS}/nn.py", ln, "aten_elu")]
 
 
 def test_onnxscript_private_helper(onnxscript_repo):

@@ -327,3 +327,20 @@ def test_opinfo_samples_are_the_same_without_torchs_test_tracking(monkeypatch):
     for (x, xs), (y, ys) in zip(tracked, untracked):
         assert torch.equal(x, y) and len(xs) == len(ys)
         assert all(torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b for a, b in zip(xs, ys))
+
+
+def test_factories_call_tensorless_aten_operators_from_their_schemas():
+    """aten::hann_window has no OpInfo at the ATen level: its instances come from its two overloads' schemas, are
+    asked for by name only, and rebuild to what torch computes."""
+    import torch
+    from dlci.models.rebuild import torch_call
+    from dlci.sources.factories import FactorySource
+    assert list(FactorySource().harvest()) == []  # no operator list: nothing worth enumerating
+    insts = list(FactorySource(ops=["hann_window", "aten::randn"]).harvest(limit_per_op=8))
+    assert {i.op for i in insts} == {"aten::hann_window"} and len(insts) == 8  # random operators left out
+    assert {i.origin.test.split("#")[0] for i in insts} == {"schema:aten::hann_window.default",
+                                                             "schema:aten::hann_window.periodic"}
+    for inst in insts:
+        module, tensors = torch_call(inst)
+        dtype = getattr(torch, inst.call["kwargs"]["dtype"]["$dtype"])
+        assert tensors == [] and torch.equal(module(), torch.hann_window(*inst.call["args"], dtype=dtype))

@@ -10,7 +10,8 @@ from dlci.instance import Instance
 from dlci.outcome import CRASH, INCONSISTENT, STATUSES, UNSUPPORTED, Outcome
 
 CONFIRM_TRIES = 2  # instances tried per signature before a failure is called flaky
-UNSUPPORTED_KEPT = 16  # unsupported outcomes kept per (target, operator): one per distinct kind
+UNSUPPORTED_KEPT = 16  # unsupported outcomes kept per (target, operator): distinct kinds first
+UNSUPPORTED_PER_KIND = 4  # of one kind, with distinct input shapes
 SPREAD_OPERATORS = 3  # a failure on this many operators is shown on the most basic one
 
 
@@ -100,9 +101,13 @@ class Campaign:
             # distinct reasons first: the one the PR introduced is often not the first one met (a generated graph's
             # are not kept: a PR scan asks the base revision about its operators' own unsupported tests)
             # one per kind: where the instance came from, how it was presented (variant), what the target said
+            # and a few more of a kind with other input shapes: the first may fail on base for a reason of its own
+            # (an empty batch) while base ran the others
             kept = self.unsupported.setdefault((outcome.target, outcome.op), [])
             kind = self._unsupported_kind(outcome)
-            if len(kept) < UNSUPPORTED_KEPT and all(self._unsupported_kind(o) != kind for o in kept):
+            same = [o for o in kept if self._unsupported_kind(o) == kind]
+            if len(kept) < UNSUPPORTED_KEPT and len(same) < UNSUPPORTED_PER_KIND and \
+                    all(self._input_signature(o) != self._input_signature(outcome) for o in same):
                 kept.append(outcome)
         if not F.is_failure(outcome):
             return None
@@ -114,6 +119,20 @@ class Campaign:
             self.confirm_tries[sig] += 1
             return sig
         return None
+
+    def _input_signature(self, outcome: Outcome) -> tuple:
+        inst = self.instances.get(outcome.instance_id)
+        return tuple(tuple(t.shape) for t in inst.inputs) if inst else ()
+
+    def unsupported_rank(self, outcomes: list[Outcome]) -> list[int]:
+        """Each kept unsupported outcome's rank within its kind (0: the first of its kind)."""
+        seen: dict[tuple, int] = {}
+        ranks = []
+        for o in outcomes:
+            kind = self._unsupported_kind(o)
+            ranks.append(seen.get(kind, 0))
+            seen[kind] = ranks[-1] + 1
+        return ranks
 
     def _unsupported_kind(self, outcome: Outcome) -> tuple:
         inst = self.instances.get(outcome.instance_id)

@@ -4,7 +4,7 @@
 (a worker runs many targets on the same instance). A builder failure raises :class:`FormUnavailable`: the test
 is then invalid for that target, not a target bug.
 
-Forms: torch_module, exported_program, fx_graph, onnx, keras_model, saved_model, tflite. What an instance's outputs
+Forms: torch_module, exported_program, fx_graph, aten_call (one ATen overload call), onnx, keras_model, saved_model, tflite. What an instance's outputs
 should be is :mod:`dlci.models.references`; which of them are compared how, :mod:`dlci.models.outputs`.
 """
 from __future__ import annotations
@@ -260,6 +260,12 @@ def fixed_arity(module, n: int):
     wrapper = cls()
     wrapper.inner = module
     return wrapper.eval()
+
+
+@form("aten_call", ("torch",))
+def _form_aten_call(instance: Instance):
+    from dlci.models.aten_call import aten_call
+    return aten_call(instance)
 
 
 @form("fx_graph", ("torch",))

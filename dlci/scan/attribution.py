@@ -172,9 +172,12 @@ def support_removed(campaign: Campaign, options: RunOptions, base_env: dict, hea
     base revision: support the PR removed. Each is confirmed by a second head run before it counts."""
     groups = list(campaign.unsupported.items())[:SUPPORT_GROUPS]
     # round robin: every (target, operator)'s first reason before any second one, while the deadline lasts
-    ranked = sorted(((rank, n, o) for n, (_key, outs) in enumerate(groups)
-                     for rank, o in enumerate(outs[:SUPPORT_PROBES])), key=lambda t: t[:2])
-    probes = [_job(f"support{i}", campaign, o.instance_id, o.target) for i, (_r, _n, o) in enumerate(ranked)]
+    # (the first of each kind before a second of any kind)
+    ranked = sorted(((within, rank, n, o) for n, (_key, outs) in enumerate(groups)
+                     for rank, (within, o) in enumerate(zip(campaign.unsupported_rank(outs[:SUPPORT_PROBES]),
+                                                            outs[:SUPPORT_PROBES]))),
+                    key=lambda t: t[:3])
+    probes = [_job(f"support{i}", campaign, o.instance_id, o.target) for i, (*_, o) in enumerate(ranked)]
     on_base = _run(probes, campaign, options, base_env, "support", deadline)
     passed = [j for j in probes if j.id in on_base and on_base[j.id].status == "pass"]
     confirm = {j.id: _job(f"head{n}", campaign, j.instance_id, j.target) for n, j in enumerate(passed)}

@@ -285,12 +285,12 @@ def stable_seed(*parts: str) -> int:
 BUILTIN_MODULES = ("dlci.sources.opinfo", "dlci.sources.modules", "dlci.sources.onnx_node", "dlci.sources.harvest",
                    "dlci.sources.boundary", "dlci.sources.nan_search", "dlci.sources.onnx_variants",
                    "dlci.sources.torch_variants", "dlci.sources.tflite_variants",
-                   "dlci.sources.tf_ops")
+                   "dlci.sources.tf_ops", "dlci.sources.factories")
 # what `dlci test` and `dlci scan` load when no --sources / .dlci.yml sources are given
 DEFAULT_SOURCES = ("opinfo", "module_db", "onnx_node", "keras_tests")
 # what `dlci scan` adds for the operators a PR touches: TensorFlow's own ops (TFLite converters see ops keras layers never
-# emit) and the variants of their cases that take other converter paths
-PR_SOURCES = DEFAULT_SOURCES + ("tf_ops", "onnx_variants", "torch_variants", "tflite_variants")
+# emit), the variants of their cases that take other converter paths, and calls of tensor-less ATen factories
+PR_SOURCES = DEFAULT_SOURCES + ("tf_ops", "onnx_variants", "torch_variants", "tflite_variants", "factories")
 
 
 def _import_builtin_sources() -> None:

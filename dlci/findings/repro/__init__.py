@@ -124,6 +124,15 @@ def target_options(inst: Instance, target: str) -> dict:
     return dict(((inst.call.get("options") or {}).get(target)) or {})
 
 
+def call_values(inst: Instance) -> dict:
+    """What a snippet calling the operator itself needs (onnxscript.torchlib): its id, the instance's call
+    arguments as source text over the inputs ``x0, x1...``, and those names."""
+    from dlci.findings.repro.model_code import call_arguments
+    call = inst.call
+    args = call_arguments(call.get("args", []), call.get("kwargs", {})) if call.get("kind") == "torch_fn" else ""
+    return dict(operator=inst.op, call_args=args, input_names=", ".join(f"x{i}" for i in range(len(inst.inputs))))
+
+
 def render_text(finding, inst: Instance, template: str | None = None) -> str:
     """The reproducer's source. ``template``: the target's snippet (blocks ``imports`` and ``run``; default
     ``targets/<target>.j2``)."""
@@ -132,7 +141,7 @@ def render_text(finding, inst: Instance, template: str | None = None) -> str:
     # a snippet sets module_as_leaf when its entry point treats a standard torch.nn submodule apart (torch.fx)
     leaf = bool(getattr(snippet.make_module({"framework": inst.framework, "model": "", "n_outputs": 1,
                                              "dynamic_shapes": "", "keep_params": False, "device": "",
-                                             "options": {}}),
+                                             "options": {}, **call_values(inst)}),
                         "module_as_leaf", False))
     code, model = MODEL_CODE[inst.call["kind"]](inst, leaf=leaf)
     check = comparison(finding, inst, finding.target)
@@ -142,7 +151,7 @@ def render_text(finding, inst: Instance, template: str | None = None) -> str:
                   dynamic_shapes=dynamic_shapes_code(inst),
                   keep_params=_keeps_params(inst) or bool(options.get("keep_params_in_input")),
                   device=finding.extra.get("device", ""),  # a device target's: the device the campaign ran on
-                  options=options)
+                  options=options, **call_values(inst))
     run = _block(snippet, "run", values)
     order = _tflite_order(inst, finding.target)
     if order:
@@ -239,14 +248,14 @@ def render_skeleton(inst: Instance, target: str, goal: str, hint: str = "") -> s
     snippet = env.get_template(f"targets/{target}.j2")
     leaf = bool(getattr(snippet.make_module({"framework": inst.framework, "model": "", "n_outputs": 1,
                                              "dynamic_shapes": "", "keep_params": False, "device": "",
-                                             "options": {}}),
+                                             "options": {}, **call_values(inst)}),
                         "module_as_leaf", False))
     code, model = MODEL_CODE[inst.call["kind"]](inst, leaf=leaf)
     from dlci.models import dynamic_shapes_code
     options = target_options(inst, target)
     values = dict(framework=inst.framework, model=model, n_outputs=1, dynamic_shapes=dynamic_shapes_code(inst),
                   keep_params=_keeps_params(inst) or bool(options.get("keep_params_in_input")), device="",
-                  options=options)
+                  options=options, **call_values(inst))
     run = _block(snippet, "run", values)
     if any(x.dtype.name == "bfloat16" for x in inst.input_arrays()):
         run = run.replace("torch.tensor(x)", "as_torch(x)")

@@ -28,7 +28,7 @@ def torch_tensor_code(a: np.ndarray) -> str:
     return f"torch.tensor({values}" + ("" if a.dtype.name == default else f", dtype=torch.{a.dtype.name}") + ")"
 
 
-def _args(values: list, kwargs: dict) -> str:
+def call_arguments(values: list, kwargs: dict) -> str:
     return ", ".join([python_literal(a) for a in values] + [f"{k}={python_literal(v)}" for k, v in kwargs.items()])
 
 
@@ -54,9 +54,9 @@ def torch_model(inst: Instance, class_name: str = "Model", leaf: bool = False) -
     names = ", ".join(f"x{i}" for i in range(len(inst.inputs)))
     if call["kind"] == "torch_fn":
         return (f"class {class_name}(torch.nn.Module):\n    def forward(self, {names}):\n"
-                f"        return {call['fn']}({_args(call.get('args', []), call.get('kwargs', {}))})\n",
+                f"        return {call['fn']}({call_arguments(call.get('args', []), call.get('kwargs', {}))})\n",
                 f"{class_name}()")
-    module = f"{call['cls']}({_args(call.get('args', []), call.get('kwargs', {}))})"
+    module = f"{call['cls']}({call_arguments(call.get('args', []), call.get('kwargs', {}))})"
     state = {k.split(":", 1)[1]: v for k, v in inst.arrays.items() if k.startswith("state:")}
     direct = _takes_inputs_directly(call, len(inst.inputs))
     if direct and not leaf:
@@ -64,7 +64,7 @@ def torch_model(inst: Instance, class_name: str = "Model", leaf: bool = False) -
     elif direct and len(inst.inputs) == 1:  # a one-input module as a submodule: Sequential is that wrapper
         code, expr, holder = "", f"torch.nn.Sequential({module}).eval()", "model[0]"
     else:
-        fwd = _args(call.get("forward_args", []), call.get("forward_kwargs", {}))
+        fwd = call_arguments(call.get("forward_args", []), call.get("forward_kwargs", {}))
         code = (f"class {class_name}(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
                 f"        self.m = {module}\n\n    def forward(self, {names}):\n        return self.m({fwd})\n")
         expr, holder = f"{class_name}().eval()", "model.m"

@@ -1,0 +1,99 @@
+"""onnxscript.torchlib: torchlib's function for an ATen overload called directly (form aten_call), against the
+installed onnxscript and against a real copy of it with one function's registration taken out."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dlci import models
+from dlci.findings.repro import render
+from dlci.models.aten_call import aten_call
+from dlci.outcome import CRASH, PASS, UNSUPPORTED
+from dlci.targets import get
+from dlci.testcase import execute
+from tests.test_models_targets import torch_fn
+from tests.test_repro import finding_of, run_alone
+
+RNG = np.random.default_rng(3)
+
+
+def test_the_form_names_the_overload_torch_resolves_for_the_arguments():
+    x, y = RNG.standard_normal((3, 4), dtype=np.float32), RNG.standard_normal((3, 4), dtype=np.float32)
+    assert aten_call(torch_fn("torch.add", [x, y])).qualified == "aten::add.Tensor"
+    assert aten_call(torch_fn("torch.pow", [x], args=[{"$t": 0}, 2.0])).qualified == "aten::pow.Tensor_Scalar"
+    div = aten_call(torch_fn("torch.div", [x, y], kwargs={"rounding_mode": "floor"}))
+    assert div.qualified == "aten::div.Tensor_mode"
+    chunk = aten_call(torch_fn("torch.chunk", [x], args=[{"$t": 0}, 2, 1]))
+    assert chunk.qualified == "aten::chunk" and [s.shape for s in chunk.outputs[0].items] == [[3, 2], [3, 2]]
+
+
+def test_a_wrapper_that_is_not_the_operator_one_to_one_has_no_aten_call():
+    x = RNG.standard_normal((1, 2, 4, 4), dtype=np.float32)
+    # max_pool2d(return_indices=True) fits no overload of aten::max_pool2d
+    inst = torch_fn("torch.nn.functional.max_pool2d", [x], args=[{"$t": 0}, 2], kwargs={"return_indices": True})
+    with pytest.raises(models.FormUnavailable, match="fit no overload"):
+        models.build(inst, "aten_call")
+    # a different operator under the instance's name: torch.sub's result is not aten::add's
+    inst = torch_fn("torch.sub", [x, x], op="aten::add")
+    with pytest.raises(models.FormUnavailable, match="one to one"):
+        models.build(inst, "aten_call")
+
+
+def test_installed_torchlib_runs_softplus_like_torch():
+    x = RNG.standard_normal((4, 5), dtype=np.float32) * 10
+    o = execute(torch_fn("torch.nn.functional.softplus", [x], kwargs={"beta": 2, "threshold": 3.0}),
+                "onnxscript.torchlib")
+    assert o.status == PASS, o.message
+
+
+def test_an_input_type_outside_the_signature_is_unsupported_not_a_crash():
+    """torch.onnx casts integer inputs of div before torchlib's aten_div (TFloat) sees them."""
+    x = np.arange(1, 7, dtype=np.int64).reshape(2, 3)
+    o = execute(torch_fn("torch.div", [x, x]), "onnxscript.torchlib")
+    assert o.status == UNSUPPORTED and "outside TFloat" in o.message, o.message
+
+
+def test_a_real_torchlib_bug_reproduces_alone(tmp_path):
+    """torchlib 0.7.2's aten_chunk splits into `chunks` outputs where torch returns fewer (chunks > the size)."""
+    x = RNG.standard_normal((2, 3), dtype=np.float32)
+    inst = torch_fn("torch.chunk", [x], args=[{"$t": 0}, 5, 1])
+    o = execute(inst, "onnxscript.torchlib")
+    assert o.status == CRASH and "returns 5 values, torch 3 tensor(s)" in o.message, o.message
+    f = finding_of(inst, "onnxscript.torchlib", outcome=o)
+    code, out, err = run_alone(render(get(f.target), f, inst, tmp_path))
+    assert code == 1 and "REPRODUCED" in out, (out, err[-2000:])
+
+
+@pytest.mark.slow
+def test_a_checkout_without_the_registration_says_unsupported(tmp_path):
+    """A real copy of onnxscript whose aten::softplus registration is deleted, first on the workers' path: the
+    target reads the checkout's registry (support removed is then the scan's finding, new in the PR)."""
+    installed = Path(importlib.util.find_spec("onnxscript").origin).parent
+    shutil.copytree(installed, tmp_path / "onnxscript", ignore=shutil.ignore_patterns("__pycache__"))
+    nn = tmp_path / "onnxscript" / "function_libs" / "torch_lib" / "ops" / "nn.py"
+    text = nn.read_text()
+    assert '@torch_op("aten::softplus")\n' in text
+    nn.write_text(text.replace('@torch_op("aten::softplus")\n', ""))
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import json, sys, numpy as np\n"
+        "import onnxscript\n"
+        "from dlci.targets import get\n"
+        "from dlci.testcase import execute\n"
+        "from tests.test_models_targets import torch_fn\n"
+        "x = np.linspace(-3, 3, 12, dtype=np.float32)\n"
+        "o = execute(torch_fn('torch.nn.functional.softplus', [x]), 'onnxscript.torchlib')\n"
+        "print(json.dumps({'file': onnxscript.__file__, 'status': o.status, 'message': o.message}))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(Path(__file__).parent.parent)])}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["file"].startswith(str(tmp_path)), got
+    assert got["status"] == UNSUPPORTED and "registers no function for aten::softplus" in got["message"], got
