@@ -148,6 +148,16 @@ def test_unsupported_outcomes_of_one_reason_keep_a_few_other_shapes():
     kept = campaign.unsupported[("onnxscript.torchlib", "aten::im2col")]
     assert [o.instance_id for o in kept] == ["i0", "i2", "i3", "i4", "i6"][:UNSUPPORTED_PER_KIND] + ["i6"]
     assert campaign.unsupported_rank(kept) == [0, 1, 2, 3, 0]
+    # calls without tensors (hann_window(1), hann_window(5)...) differ by their arguments
+    windows = {f"w{n}": Instance(op="aten::hann_window", framework="torch",
+                                 call={"kind": "torch_fn", "fn": "torch.hann_window", "args": [n]}, inputs=[],
+                                 params={}, origin=Origin("factories", "t"), id=f"w{n}") for n in (1, 2, 5)}
+    campaign = Campaign(instances=windows, targets={})
+    for i in windows:
+        campaign.record(Outcome(i, "aten::hann_window", "onnxscript.torchlib", UNSUPPORTED, "convert",
+                                "NotRegistered", "torchlib registers no function for aten::hann_window"), None)
+    assert [o.instance_id for o in campaign.unsupported[("onnxscript.torchlib", "aten::hann_window")]] == \
+        ["w1", "w2", "w5"]
 
 
 def test_steered_order_follows_the_variant_kind_that_ran_a_changed_line():

@@ -289,6 +289,16 @@ def test_touched_head_lines_of_a_pure_deletion():
     assert top.touched_head_lines() == {1}
 
 
+def test_deletion_points_skip_blank_and_comment_lines():
+    """onnxscript's unfold fix reverted: the deleted `if dimension < 0:` block sat between `else:` and a blank line;
+    the statement a test runs where it used to run is the next line holding code."""
+    head = "def f(x, d):\n    if x:\n        y = 0\n    else:\n\n        # note\n        y = d\n    return y\n"
+    ch = FileChange("a.py", "a.py", "modified", removed=[5, 6, 7], hunks=[Hunk(5, 3, 4, 0)])
+    assert ch.deletion_points(head) == {7}
+    tail = FileChange("a.py", "a.py", "modified", removed=[9], hunks=[Hunk(9, 1, 8, 0)])
+    assert tail.deletion_points(head) == {9}  # nothing after it: the line after the point, as before
+
+
 def test_text_files_exists_glob(repo):
     repo.commit(**{"pkg/a.py": "a\n", "pkg/sub/b.py": "b\n", "pkg/c.txt": "c\n", "img.png": b"\x89PNG\x00",
                    "latin.c": "caf\xe9\n".encode("latin-1"), "bom.py": b"\xef\xbb\xbfx = 1\n"})

@@ -1,6 +1,7 @@
 """What a campaign has gathered so far: counts, failures by signature, confirmations, coverage."""
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -122,7 +123,10 @@ class Campaign:
 
     def _input_signature(self, outcome: Outcome) -> tuple:
         inst = self.instances.get(outcome.instance_id)
-        return tuple(tuple(t.shape) for t in inst.inputs) if inst else ()
+        if inst is None:
+            return ()
+        # the tensors' shapes; a call without tensors (hann_window(5)) by its arguments
+        return tuple(tuple(t.shape) for t in inst.inputs) or (json.dumps(inst.call.get("args"), sort_keys=True),)
 
     def unsupported_rank(self, outcomes: list[Outcome]) -> list[int]:
         """Each kept unsupported outcome's rank within its kind (0: the first of its kind)."""

@@ -182,11 +182,7 @@ def from_diff(repo, converter_files) -> list[FileGoals]:
         if ch is None:
             continue
         text = repo.text(rel, "head") or ""
-        lines = set(ch.added)
-        for h in ch.hunks:
-            if h.new_count == 0 and h.old_count > 0:
-                lines |= {h.new_start + 1}
-        out.append(file_goals(rel, text, lines))
+        out.append(file_goals(rel, text, set(ch.added) | ch.deletion_points(text)))
     return out
 
 

@@ -145,7 +145,7 @@ def _variant_mutations() -> None:
 
 # -- torch: rewrites that change what is computed ------------------------------------------------------------------
 
-_DIM_NAMES = {"dim", "dims", "axis", "axes", "start_dim", "end_dim", "dim0", "dim1", "source", "destination"}
+_DIM_NAMES = {"dim", "dims", "dimension", "axis", "axes", "start_dim", "end_dim", "dim0", "dim1", "source", "destination"}
 _PER_AXIS = {"stride", "padding", "dilation", "kernel_size", "output_padding", "output_size", "size",
              "scale_factor", "shifts"}
 _DTYPES = ("float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", "bool", "complex64")

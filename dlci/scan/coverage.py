@@ -80,10 +80,8 @@ def changed_statements(repo, converter_files) -> dict[str, set[tuple[int, int]]]
         ch = by_path[rel]
         text = repo.text(rel, "head") or ""
         spans = changed_statement_spans(text, set(ch.added))
-        for h in ch.hunks:
-            if h.new_count == 0 and h.old_count > 0:
-                spans |= changed_statement_spans(text, {h.new_start + 1}) or changed_statement_spans(
-                    text, {h.new_start})
+        for point in ch.deletion_points(text):
+            spans |= changed_statement_spans(text, {point}) or changed_statement_spans(text, {point - 1})
         out[rel] = spans
     return out
 
