@@ -294,9 +294,9 @@ def test_deletion_points_skip_blank_and_comment_lines():
     the statement a test runs where it used to run is the next line holding code."""
     head = "def f(x, d):\n    if x:\n        y = 0\n    else:\n\n        # note\n        y = d\n    return y\n"
     ch = FileChange("a.py", "a.py", "modified", removed=[5, 6, 7], hunks=[Hunk(5, 3, 4, 0)])
-    assert ch.deletion_points(head) == {7}
+    assert ch.deletion_points(head) == {7: Hunk(5, 3, 4, 0)}
     tail = FileChange("a.py", "a.py", "modified", removed=[9], hunks=[Hunk(9, 1, 8, 0)])
-    assert tail.deletion_points(head) == {9}  # nothing after it: the line after the point, as before
+    assert set(tail.deletion_points(head)) == {9}  # nothing after it: the line after the point, as before
 
 
 def test_text_files_exists_glob(repo):

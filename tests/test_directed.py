@@ -108,11 +108,46 @@ def test_the_tracer_records_the_values_changed_statements_compute_on(tmp_path):
     assert "13" not in listed  # the list path never runs the scalar one; its -2 reaches the helper through _norm
     assert set(listed["3"]) == {"axis=< -1", "axis=1"}
     assert "axis=list of many with negatives" in listed["9"]
+
     assert [value_class(v) for v in (None, 0, 7, -5, 0.0, float("nan"), (), [None], "float32", {})] == [
         "None", "0", "> 1", "< -1", "0.0", "nan", "tuple of 0", "list of 1 with None", "'float32'", "dict of 0"]
     # objects by type, with the dtype and rank they carry; numpy scalars as the numbers they are
     assert [value_class(v) for v in (np.zeros((2, 0), np.float32), np.int64(-1), np.float32(2.5))] == [
         "ndarray float32 rank 2", "-1", "> 0.0"]
+
+    # a statement standing for deleted code also records the names that code used (a 4th item and on)
+    class Node:
+        kwargs = {"dim": 2}
+    hits, arcs, values = {}, {}, {}
+    sys.settrace(_line_tracer(frozenset([key]), hits, arcs, values, ((key, 4, 4, "x"),)))
+    try:
+        ns["Importer"]()._reduce(Node())
+    finally:
+        sys.settrace(None)
+    assert {"axis=> 1", "x=Node"} <= set(values[key]["4"])
+
+
+def test_a_deletion_point_carries_the_deleted_code_and_its_names(tmp_path):
+    """onnxscript's unfold fix reverted: `if dimension < 0: dimension += rank` deleted, a blank line after it. The
+    goal is the next statement; its code for the mutations is the deleted code too, its watched names those it used."""
+    import subprocess
+    from dlci.diff import GitRepo
+    base = "def unfold(x, dimension, rank):\n    if rank:\n        if dimension < 0:\n" \
+           "            dimension = dimension + rank\n\n        y = x.shape\n    return y\n"
+    head = base.replace("        if dimension < 0:\n            dimension = dimension + rank\n", "")
+    git = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)  # noqa: E731
+    git("init", "-q", "-b", "main")
+    (tmp_path / "conv.py").write_text(base)
+    git("add", "."), git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    git("checkout", "-qb", "pr")
+    (tmp_path / "conv.py").write_text(head)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "head")
+    repo = GitRepo(tmp_path, "main", "pr")
+    repo.last_diff = repo.diff()
+    fg = G.from_diff(repo, ["conv.py"])[0]
+    statement = next(g for g in fg.goals if g.kind == "statement")
+    assert statement.line == 4 and head.splitlines()[3].strip() == "y = x.shape"
+    assert fg.deleted_names == {4: ("dimension", "rank")} and "dimension < 0" in fg.deleted_code[4]
 
 
 def test_distance_falls_with_the_control_flow_and_the_call_graph(tmp_path):

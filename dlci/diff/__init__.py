@@ -69,17 +69,17 @@ class FileChange:
                 lines.add(h.new_start + 1)
         return lines
 
-    def deletion_points(self, head_text: str) -> set[int]:
+    def deletion_points(self, head_text: str) -> dict[int, Hunk]:
         """Per pure deletion hunk, the first head line after the deletion point that holds code (not blank, not a
         comment): the statement a test runs where the deleted code used to run."""
         rows = head_text.splitlines()
-        out = set()
+        out = {}
         for h in self.hunks:
             if h.new_count == 0 and h.old_count > 0:
                 n = h.new_start + 1
                 while n <= len(rows) and (not rows[n - 1].strip() or rows[n - 1].lstrip().startswith("#")):
                     n += 1
-                out.add(n if n <= len(rows) else h.new_start + 1)
+                out[n if n <= len(rows) else h.new_start + 1] = h
         return out
 
 

@@ -51,11 +51,16 @@ class Search:
             for g in f.goals:
                 lo, hi = g.span
                 code[g] = "\n".join(lines[max(0, lo - 1):hi + 1]) + (f"\n{g.condition}" if g.condition else "")
+                if g.kind == "statement" and lo in f.deleted_code:
+                    code[g] += "\n" + f.deleted_code[lo]  # what used to run here (a deletion's goal)
         return cls(files, goals, Distances(files, head_root, dispatch), Path(head_root), code)
 
-    def watch(self) -> tuple[tuple[str, int, int], ...]:
-        """The changed statements whose values the workers record: (resolved path, first line, last line)."""
-        return tuple((str((Path(self.root) / g.file).resolve()), g.span[0], g.span[1])
+    def watch(self) -> tuple[tuple, ...]:
+        """The changed statements whose values the workers record: (resolved path, first line, last line, the
+        names a deletion there used, if any)."""
+        deleted = {(f.rel, line): names for f in self.files for line, names in f.deleted_names.items()}
+        return tuple((str((Path(self.root) / g.file).resolve()), g.span[0], g.span[1],
+                      *deleted.get((g.file, g.span[0]), ()))
                      for g in self.goals if g.kind == "statement")
 
     def stream_for(self, campaign, route: Callable, until: float, progress) -> DirectedStream:

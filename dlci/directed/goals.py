@@ -9,6 +9,8 @@ branch's header to the line the outcome leads to.
 from __future__ import annotations
 
 import ast
+import keyword
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +49,10 @@ class FileGoals:
     text: str
     goals: list[Goal] = field(default_factory=list)
     functions: dict[str, tuple[int, int]] = field(default_factory=dict)  # qualified name -> (first, last) line
+    # a statement standing for deleted code (its first line) -> the names that code used: their values at that
+    # statement are what the deleted code decided on (`dimension` of a removed `if dimension < 0:`)
+    deleted_names: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    deleted_code: dict[int, str] = field(default_factory=dict)  # and that code (what the mutations read)
 
 
 def _own_span(node: ast.stmt) -> tuple[int, int]:
@@ -182,7 +188,20 @@ def from_diff(repo, converter_files) -> list[FileGoals]:
         if ch is None:
             continue
         text = repo.text(rel, "head") or ""
-        out.append(file_goals(rel, text, set(ch.added) | ch.deletion_points(text)))
+        points = ch.deletion_points(text)
+        goals = file_goals(rel, text, set(ch.added) | set(points))
+        base_rows = (repo.text(ch.old_path or rel, "base") or "").splitlines()
+        for point, h in points.items():
+            deleted = [r.split("#", 1)[0] for r in base_rows[h.old_start - 1:h.old_start - 1 + h.old_count]]
+            names = tuple(dict.fromkeys(n for n in re.findall(r"[A-Za-z_]\w*", "\n".join(deleted))
+                                        if not keyword.iskeyword(n)))
+            for g in goals.goals:
+                if g.kind == "statement" and g.span[0] <= point <= g.span[1] and names:
+                    goals.deleted_names[g.span[0]] = tuple(dict.fromkeys(goals.deleted_names.get(g.span[0], ())
+                                                                         + names))
+                    goals.deleted_code[g.span[0]] = "\n".join(
+                        filter(None, [goals.deleted_code.get(g.span[0], ""), *deleted]))
+        out.append(goals)
     return out
 
 

@@ -80,7 +80,7 @@ def changed_statements(repo, converter_files) -> dict[str, set[tuple[int, int]]]
         ch = by_path[rel]
         text = repo.text(rel, "head") or ""
         spans = changed_statement_spans(text, set(ch.added))
-        for point in ch.deletion_points(text):
+        for point in ch.deletion_points(text):  # (keys: the head lines)
             spans |= changed_statement_spans(text, {point}) or changed_statement_spans(text, {point - 1})
         out[rel] = spans
     return out

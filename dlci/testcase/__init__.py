@@ -131,14 +131,16 @@ def _line_tracer(files: frozenset[str], hits: dict[str, set[int]], arcs: dict[st
     """A sys.settrace function recording the lines run in ``files`` (resolved paths) only, and with ``arcs`` the
     transitions between them within each frame ((-1: leaving the function), which tell the branch outcomes that
     ran: dlci.directed.goals); other frames are not traced. Code imported through a symlinked path (a checkout's
-    package linked into place) counts as its file. ``watch``: (path, first line, last line) statements whose
-    values are recorded into ``values`` (path -> first line -> "name=class", :func:`value_class`) when they start
+    package linked into place) counts as its file. ``watch``: (path, first line, last line, *more names)
+    statements whose values are recorded into ``values`` (path -> first line -> "name=class", :func:`value_class`) when they start
     and again on the frame's next event (what they computed)."""
     real: dict[str, str] = {}
     last: dict[int, int] = {}  # id(frame) -> its last line
     spans: dict[str, list[tuple[int, int]]] = {}
-    for path, lo, hi in watch:
+    extra: dict[tuple[str, int], tuple[str, ...]] = {}  # names a deletion at that statement used
+    for path, lo, hi, *deleted in watch:
         spans.setdefault(path, []).append((int(lo), int(hi)))
+        extra[(path, int(lo))] = tuple(deleted)
     names: dict[tuple[str, int], tuple[str, ...]] = {}
     after: dict[int, tuple[str, int]] = {}  # id(frame) -> the watched statement it just started
 
@@ -146,7 +148,7 @@ def _line_tracer(files: frozenset[str], hits: dict[str, set[int]], arcs: dict[st
         key = (path, lo)
         if key not in names:
             hi = next(h for a, h in spans[path] if a == lo)
-            names[key] = _watch_names(path, lo, hi)
+            names[key] = tuple(dict.fromkeys(_watch_names(path, lo, hi) + extra.get(key, ())))
         seen = values.setdefault(path, {}).setdefault(str(lo), set())
         f_locals = frame.f_locals
         for name in names[key]:
