@@ -332,3 +332,15 @@ def test_seeding_draws_as_torch_manual_seed_does_and_quiet_restores_the_loggers(
         assert chatty.level == logging.ERROR
     assert chatty.level == before and chatty.isEnabledFor(logging.WARNING) == (chatty.getEffectiveLevel()
                                                                               <= logging.WARNING)
+
+
+def test_a_tensor_method_instance_is_called_on_its_tensor_so_fx_can_trace_it():
+    """OpInfo's `to`, `unfold`, `expand`... are lambdas around the method: their instances call torch.Tensor.<m>,
+    which torch.fx can only trace as a method of the Proxy (the unbound descriptor refuses it); the reproducer
+    writes the same call."""
+    from dlci.findings.repro.model_code import torch_model
+    x = RNG.standard_normal((2, 5), dtype=np.float32)
+    to = torch_fn("torch.Tensor.to", [x], args=[{"$t": 0}, {"$dtype": "float64"}], op="aten::to")
+    assert execute(to, "tvm.from_fx").status == PASS  # it was invalid: "descriptor 'to' ... doesn't apply to a 'Proxy'"
+    code, _ = torch_model(torch_fn("torch.Tensor.unfold", [x], args=[{"$t": 0}, 1, 2, 1], op="aten::unfold"))
+    assert "return x0.unfold(1, 2, 1)" in code

@@ -35,15 +35,20 @@ def test_the_form_names_the_overload_torch_resolves_for_the_arguments():
     assert chunk.qualified == "aten::chunk" and [s.shape for s in chunk.outputs[0].items] == [[3, 2], [3, 2]]
 
 
-def test_a_wrapper_that_is_not_the_operator_one_to_one_has_no_aten_call():
-    x = RNG.standard_normal((1, 2, 4, 4), dtype=np.float32)
-    # max_pool2d(return_indices=True) fits no overload of aten::max_pool2d
-    inst = torch_fn("torch.nn.functional.max_pool2d", [x], args=[{"$t": 0}, 2], kwargs={"return_indices": True})
-    with pytest.raises(models.FormUnavailable, match="fit no overload"):
-        models.build(inst, "aten_call")
-    # a different operator under the instance's name: torch.sub's result is not aten::add's
-    inst = torch_fn("torch.sub", [x, x], op="aten::add")
-    with pytest.raises(models.FormUnavailable, match="one to one"):
+def test_a_library_call_with_arguments_of_its_own_is_the_one_overload_it_runs():
+    """F.interpolate and F.max_pool2d(return_indices=True) take arguments no ATen overload of their own name takes:
+    the form is the one overload the call dispatches to, with its arguments over the instance's inputs."""
+    x = RNG.standard_normal((1, 2, 3, 4, 4), dtype=np.float32)
+    up = aten_call(torch_fn("torch.nn.functional.interpolate", [x], kwargs={"scale_factor": 2.0, "mode": "trilinear"},
+                            op="aten::interpolate"))
+    assert up.qualified == "aten::upsample_trilinear3d" and up.args[:2] == [{"$t": 0}, [6, 8, 8]]
+    y = RNG.standard_normal((1, 2, 4, 4), dtype=np.float32)
+    pool = aten_call(torch_fn("torch.nn.functional.max_pool2d", [y], args=[{"$t": 0}, 2],
+                              kwargs={"return_indices": True}))
+    assert pool.qualified == "aten::max_pool2d_with_indices" and len(pool.outputs) == 2
+    # a call running several ATen operators is none of them
+    inst = torch_fn("torch.nn.functional.normalize", [y], op="aten::normalize")
+    with pytest.raises(models.FormUnavailable, match="no one ATen overload"):
         models.build(inst, "aten_call")
 
 

@@ -53,40 +53,86 @@ def _spec(value) -> OutputSpec:
     raise TypeError(f"returns a {type(value).__name__}, not tensors")
 
 
+def _dispatched(fn, args: list, kwargs: dict, inputs: list):
+    """The one ATen overload a library-level call comes down to (``F.interpolate(mode="trilinear")`` ->
+    ``aten.upsample_trilinear3d.default``, ``F.max_pool2d(return_indices=True)`` -> ``max_pool2d_with_indices``),
+    with its arguments encoded over the instance's inputs; None when the call runs other ATen operators as well or
+    hands the operator a tensor that is not one of the inputs."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from dlci.instance import encode_value
+    calls = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, a=(), k=None):
+            calls.append((func, a, k or {}))
+            return func(*a, **(k or {}))
+    with torch.no_grad(), Record():
+        fn(*args, **kwargs)
+    ops = [c for c in calls if c[0]._schema.name not in ("aten::detach", "aten::alias", "aten::lift_fresh")]
+    if len(ops) != 1:
+        return None
+    func, a, k = ops[0]
+    ids = {id(t): i for i, t in enumerate(inputs)}
+
+    def slot(t):
+        if id(t) not in ids:
+            raise TypeError("a tensor that is not an input")
+        return ids[id(t)]
+    try:
+        return func, [encode_value(v, slot) for v in a], {n: encode_value(v, slot) for n, v in k.items()}
+    except TypeError:
+        return None
+
+
 def aten_call(instance: Instance) -> AtenCall:
-    """The instance's call as an ATen overload call; raises NotAnAtenCall when it is not one."""
+    """The instance's call as an ATen overload call; raises NotAnAtenCall when it is not one. The call's own
+    operator name first (its arguments resolving one of that operator's overloads); else the single ATen overload
+    the call runs (a library function with arguments of its own)."""
     import torch
     call = instance.call
     if call.get("kind") != "torch_fn" or not instance.op.startswith("aten::"):
         raise NotAnAtenCall("not a torch function call on an aten operator")
     if call.get("options"):
         raise NotAnAtenCall("the instance carries entry-point options of other targets")
-    name = instance.op.split("::", 1)[1]
-    packet = getattr(torch.ops.aten, name, None)
-    if packet is None:
-        raise NotAnAtenCall(f"torch has no operator {instance.op}")
     args, kwargs = call.get("args", []), call.get("kwargs", {})
 
     def decoded():
         tensors = [np_to_torch(a) for a in instance.input_arrays()]
-        return decode_value(args, tensors), {k: decode_value(v, tensors) for k, v in kwargs.items()}
-    a, k = decoded()
-    try:
-        overload = torch._C._jit_resolve_packet(instance.op, *a, **k)
-    except RuntimeError as e:
-        raise NotAnAtenCall(f"{call['fn']}'s arguments fit no overload of {instance.op}: "
-                              f"{str(e).splitlines()[0][:200]}") from e
+        return tensors, decode_value(args, tensors), {k: decode_value(v, tensors) for k, v in kwargs.items()}
+    _, a, k = decoded()
     with torch.no_grad():
-        got = getattr(packet, overload)(*a, **k)
-        a2, k2 = decoded()
+        tensors, a2, k2 = decoded()
         want = resolve(call["fn"])(*a2, **k2)
-    if not outputs_equal(got, want):
-        raise NotAnAtenCall(f"{call['fn']} is not {instance.op}.{overload} one to one")
+    packet = getattr(torch.ops.aten, instance.op.split("::", 1)[1], None)
     try:
-        outputs = [_spec(v) for v in (got if isinstance(got, tuple) else (got,))]
+        overload = torch._C._jit_resolve_packet(instance.op, *a, **k) if packet is not None else None
+    except RuntimeError:
+        overload = None
+    if overload is not None:
+        with torch.no_grad():
+            got = getattr(packet, overload)(*a, **k)
+        if outputs_equal(got, want):
+            return AtenCall(instance.op, overload, args, kwargs, _specs(instance.op, overload, got))
+    tensors, a3, k3 = decoded()
+    recorded = _dispatched(resolve(call["fn"]), a3, k3, tensors)
+    if recorded is None:
+        raise NotAnAtenCall(f"{call['fn']} is no one ATen overload of {instance.op} with these arguments")
+    func, eargs, ekwargs = recorded
+    tensors, a4, k4 = decoded()
+    with torch.no_grad():
+        got = func(*decode_value(eargs, tensors), **{n: decode_value(v, tensors) for n, v in ekwargs.items()})
+    if not outputs_equal(got, want):
+        raise NotAnAtenCall(f"{call['fn']} is not {func} one to one")
+    return AtenCall(func._schema.name, func._overloadname, eargs, ekwargs,
+                    _specs(func._schema.name, func._overloadname, got))
+
+
+def _specs(packet: str, overload: str, got) -> list[OutputSpec]:
+    try:
+        return [_spec(v) for v in (got if isinstance(got, tuple) else (got,))]
     except TypeError as e:
-        raise NotAnAtenCall(f"{instance.op}.{overload} {e}") from e
-    return AtenCall(instance.op, overload, args, kwargs, outputs)
+        raise NotAnAtenCall(f"{packet}.{overload} {e}") from e
 
 
 def call_target(call: AtenCall) -> Any:

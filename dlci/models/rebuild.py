@@ -43,6 +43,10 @@ def _fn_module_class():
         def forward(self, *tensors):
             args = decode_value(self.args, list(tensors))
             kwargs = {k: decode_value(v, list(tensors)) for k, v in self.kwargs.items()}
+            if self.fn_path.startswith("torch.Tensor.") and args:
+                # a tensor method is called on its tensor: torch.fx's Proxy (and any tracer's stand-in) has the
+                # method, while the unbound descriptor refuses anything but a real tensor
+                return getattr(args[0], self.fn_path.rsplit(".", 1)[1])(*args[1:], **kwargs)
             return self.fn(*args, **kwargs)
 
         def extra_repr(self) -> str:

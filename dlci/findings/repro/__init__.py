@@ -124,13 +124,23 @@ def target_options(inst: Instance, target: str) -> dict:
     return dict(((inst.call.get("options") or {}).get(target)) or {})
 
 
-def call_values(inst: Instance) -> dict:
-    """What a snippet calling the operator itself needs (onnxscript.torchlib): its id, the instance's call
-    arguments as source text over the inputs ``x0, x1...``, and those names."""
+def call_values(inst: Instance, target: str) -> dict:
+    """What the snippet of a target consuming the ``aten_call`` form needs (onnxscript.torchlib): the overload the
+    instance's call is (dlci.models.aten_call), its arguments as source text over the inputs ``x0, x1...``, and
+    those names."""
     from dlci.findings.repro.model_code import call_arguments
-    call = inst.call
-    args = call_arguments(call.get("args", []), call.get("kwargs", {})) if call.get("kind") == "torch_fn" else ""
-    return dict(operator=inst.op, call_args=args, input_names=", ".join(f"x{i}" for i in range(len(inst.inputs))))
+    from dlci.targets import TARGETS
+    names = ", ".join(f"x{i}" for i in range(len(inst.inputs)))
+    empty = dict(operator=inst.op, overload="default", call_args="", input_names=names)
+    if inst.call.get("kind") != "torch_fn" or getattr(TARGETS.get(target), "form", "") != "aten_call":
+        return empty
+    from dlci.models import FormUnavailable, build
+    try:
+        call = build(inst, "aten_call")
+    except FormUnavailable:
+        return empty
+    return dict(operator=call.packet, overload=call.overload, call_args=call_arguments(call.args, call.kwargs),
+                input_names=names)
 
 
 def render_text(finding, inst: Instance, template: str | None = None) -> str:
@@ -141,7 +151,7 @@ def render_text(finding, inst: Instance, template: str | None = None) -> str:
     # a snippet sets module_as_leaf when its entry point treats a standard torch.nn submodule apart (torch.fx)
     leaf = bool(getattr(snippet.make_module({"framework": inst.framework, "model": "", "n_outputs": 1,
                                              "dynamic_shapes": "", "keep_params": False, "device": "",
-                                             "options": {}, **call_values(inst)}),
+                                             "options": {}, **call_values(inst, finding.target)}),
                         "module_as_leaf", False))
     code, model = MODEL_CODE[inst.call["kind"]](inst, leaf=leaf)
     check = comparison(finding, inst, finding.target)
@@ -151,7 +161,7 @@ def render_text(finding, inst: Instance, template: str | None = None) -> str:
                   dynamic_shapes=dynamic_shapes_code(inst),
                   keep_params=_keeps_params(inst) or bool(options.get("keep_params_in_input")),
                   device=finding.extra.get("device", ""),  # a device target's: the device the campaign ran on
-                  options=options, **call_values(inst))
+                  options=options, **call_values(inst, finding.target))
     run = _block(snippet, "run", values)
     order = _tflite_order(inst, finding.target)
     if order:
@@ -248,14 +258,14 @@ def render_skeleton(inst: Instance, target: str, goal: str, hint: str = "") -> s
     snippet = env.get_template(f"targets/{target}.j2")
     leaf = bool(getattr(snippet.make_module({"framework": inst.framework, "model": "", "n_outputs": 1,
                                              "dynamic_shapes": "", "keep_params": False, "device": "",
-                                             "options": {}, **call_values(inst)}),
+                                             "options": {}, **call_values(inst, target)}),
                         "module_as_leaf", False))
     code, model = MODEL_CODE[inst.call["kind"]](inst, leaf=leaf)
     from dlci.models import dynamic_shapes_code
     options = target_options(inst, target)
     values = dict(framework=inst.framework, model=model, n_outputs=1, dynamic_shapes=dynamic_shapes_code(inst),
                   keep_params=_keeps_params(inst) or bool(options.get("keep_params_in_input")), device="",
-                  options=options, **call_values(inst))
+                  options=options, **call_values(inst, target))
     run = _block(snippet, "run", values)
     if any(x.dtype.name == "bfloat16" for x in inst.input_arrays()):
         run = run.replace("torch.tensor(x)", "as_torch(x)")

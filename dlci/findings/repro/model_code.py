@@ -53,9 +53,14 @@ def torch_model(inst: Instance, class_name: str = "Model", leaf: bool = False) -
     call = inst.call
     names = ", ".join(f"x{i}" for i in range(len(inst.inputs)))
     if call["kind"] == "torch_fn":
+        args = call.get("args", [])
+        if call["fn"].startswith("torch.Tensor.") and args:  # a method is called on its tensor (as FnCall does)
+            first = call_arguments([args[0]], {})
+            expr = f"{first}.{call['fn'].rsplit('.', 1)[1]}({call_arguments(args[1:], call.get('kwargs', {}))})"
+        else:
+            expr = f"{call['fn']}({call_arguments(args, call.get('kwargs', {}))})"
         return (f"class {class_name}(torch.nn.Module):\n    def forward(self, {names}):\n"
-                f"        return {call['fn']}({call_arguments(call.get('args', []), call.get('kwargs', {}))})\n",
-                f"{class_name}()")
+                f"        return {expr}\n", f"{class_name}()")
     module = f"{call['cls']}({call_arguments(call.get('args', []), call.get('kwargs', {}))})"
     state = {k.split(":", 1)[1]: v for k, v in inst.arrays.items() if k.startswith("state:")}
     direct = _takes_inputs_directly(call, len(inst.inputs))
