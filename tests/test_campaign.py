@@ -128,30 +128,36 @@ def test_unsupported_outcomes_kept_are_distinct_reasons():
     assert len(kept) <= UNSUPPORTED_KEPT
 
 
-def test_unsupported_outcomes_of_one_reason_keep_a_few_other_shapes():
-    """The first instance of a reason may fail on base for a reason of its own (unfold's empty batch): a few more
-    of the same reason with other input shapes are kept, first of each reason before any second (attribution)."""
+def test_unsupported_outcomes_of_one_reason_keep_a_few_other_calls():
+    """The first instance of a reason may fail on base for a reason of its own (unfold's empty batch, a ceil_mode
+    TVM's max_pool2d gets wrong on base): more of the same reason are kept, each another call (shapes, settings),
+    the first of each reason before any second (attribution asks base in that order)."""
     from dlci.campaign.state import UNSUPPORTED_PER_KIND, Campaign
     from dlci.instance import Instance, Origin, TensorSpec
     from dlci.outcome import UNSUPPORTED, Outcome
 
-    shapes = [[0, 1, 5, 5], [0, 1, 5, 5], [2, 3, 5, 5], [1, 1, 4, 4], [3, 2, 6, 6], [2, 2, 2, 2], [5, 1, 3, 3]]
+    calls = [([0, 1, 5, 5], {}), ([0, 1, 5, 5], {}), ([2, 3, 5, 5], {}), ([2, 3, 5, 5], {"ceil_mode": True})] + \
+        [([n, 1, 4, 4], {}) for n in range(1, 12)]
     insts = {f"i{n}": Instance(op="aten::im2col", framework="torch", call={"kind": "torch_fn", "fn": "f"},
-                               inputs=[TensorSpec(s, "float32")], params={}, origin=Origin("opinfo", "t"),
-                               id=f"i{n}") for n, s in enumerate(shapes)}
+                               inputs=[TensorSpec(shape, "float32")], params=params, origin=Origin("opinfo", "t"),
+                               id=f"i{n}") for n, (shape, params) in enumerate(calls)}
+    insts["other"] = Instance(op="aten::im2col", framework="torch", call={"kind": "torch_fn", "fn": "f"},
+                              inputs=[TensorSpec([1, 1, 4, 4], "float32")], params={}, origin=Origin("opinfo", "t"),
+                              id="other")
     campaign = Campaign(instances=insts, targets={})
-    for n in range(len(shapes)):
+    for n in range(len(calls)):
         campaign.record(Outcome(f"i{n}", "aten::im2col", "onnxscript.torchlib", UNSUPPORTED, "convert",
                                 "NotRegistered", "torchlib registers no function for aten::im2col"), None)
-    campaign.record(Outcome("i6", "aten::im2col", "onnxscript.torchlib", UNSUPPORTED, "run", "NotImplemented",
+    campaign.record(Outcome("other", "aten::im2col", "onnxscript.torchlib", UNSUPPORTED, "run", "NotImplemented",
                             "Could not find an implementation for Col2Im"), None)
     kept = campaign.unsupported[("onnxscript.torchlib", "aten::im2col")]
-    assert [o.instance_id for o in kept] == ["i0", "i2", "i3", "i4", "i6"][:UNSUPPORTED_PER_KIND] + ["i6"]
-    assert campaign.unsupported_rank(kept) == [0, 1, 2, 3, 0]
-    # calls without tensors (hann_window(1), hann_window(5)...) differ by their arguments
+    same = [f"i{n}" for n in range(len(calls)) if n != 1][:UNSUPPORTED_PER_KIND]  # i1 repeats i0's call
+    assert [o.instance_id for o in kept] == same + ["other"]
+    assert campaign.unsupported_rank(kept) == list(range(len(same))) + [0]
+    # calls without tensors (hann_window(1), hann_window(5)...) differ by their settings
     windows = {f"w{n}": Instance(op="aten::hann_window", framework="torch",
                                  call={"kind": "torch_fn", "fn": "torch.hann_window", "args": [n]}, inputs=[],
-                                 params={}, origin=Origin("factories", "t"), id=f"w{n}") for n in (1, 2, 5)}
+                                 params={"arg0": n}, origin=Origin("factories", "t"), id=f"w{n}") for n in (1, 2, 5)}
     campaign = Campaign(instances=windows, targets={})
     for i in windows:
         campaign.record(Outcome(i, "aten::hann_window", "onnxscript.torchlib", UNSUPPORTED, "convert",

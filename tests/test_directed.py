@@ -262,3 +262,17 @@ def test_a_scan_reaches_a_branch_no_migrated_instance_takes_and_finds_the_bug_th
     new = [f for f in doc["findings"] if f["new_in_pr"] and f["operator"] == "aten::log_softmax"]
     assert new and "[keywords: dim by name]" in new[0]["origin"]["test"], [
         (f["operator"], f["new_in_pr"], f["origin"]["test"]) for f in doc["findings"]]
+
+
+def test_an_argument_set_away_from_its_default_is_left_to_it():
+    """TVM's FX max_pool2d converter removed: every OpInfo sample sets ceil_mode=True, which TVM 0.27 gets wrong on
+    base too; the mutant without it is plain max_pool2d, which base runs: support removed is then visible."""
+    from dlci.directed import mutations as M
+    from tests.test_models_targets import torch_fn
+    x = np.random.default_rng(0).standard_normal((1, 2, 3, 6), dtype=np.float32)
+    inst = torch_fn("torch.nn.functional.max_pool2d", [x], args=[{"$t": 0}],
+                    kwargs={"kernel_size": 3, "stride": 2, "ceil_mode": True, "padding": 0, "return_indices": False})
+    assert list(M._non_defaults(inst)) == ["ceil_mode"]  # stride/padding/return_indices equal theirs or have none
+    m = M._without_kwarg(inst, "ceil_mode")
+    assert "ceil_mode" not in m.call["kwargs"] and "ceil_mode" not in m.params and m.id != inst.id
+    assert "[value: ceil_mode left to its default]" in m.origin.test and not m.expected_arrays()

@@ -11,8 +11,8 @@ from dlci.instance import Instance
 from dlci.outcome import CRASH, INCONSISTENT, STATUSES, UNSUPPORTED, Outcome
 
 CONFIRM_TRIES = 2  # instances tried per signature before a failure is called flaky
-UNSUPPORTED_KEPT = 16  # unsupported outcomes kept per (target, operator): distinct kinds first
-UNSUPPORTED_PER_KIND = 4  # of one kind, with distinct input shapes
+UNSUPPORTED_KEPT = 32  # unsupported outcomes kept per (target, operator): distinct kinds first
+UNSUPPORTED_PER_KIND = 8  # of one kind, each a distinct call (input shapes, settings)
 SPREAD_OPERATORS = 3  # a failure on this many operators is shown on the most basic one
 
 
@@ -102,8 +102,8 @@ class Campaign:
             # distinct reasons first: the one the PR introduced is often not the first one met (a generated graph's
             # are not kept: a PR scan asks the base revision about its operators' own unsupported tests)
             # one per kind: where the instance came from, how it was presented (variant), what the target said
-            # and a few more of a kind with other input shapes: the first may fail on base for a reason of its own
-            # (an empty batch) while base ran the others
+            # and a few more of a kind, each another call: the first may fail on base for a reason of its own (an
+            # empty batch, a ceil_mode base gets wrong) while base ran the others
             kept = self.unsupported.setdefault((outcome.target, outcome.op), [])
             kind = self._unsupported_kind(outcome)
             same = [o for o in kept if self._unsupported_kind(o) == kind]
@@ -125,8 +125,8 @@ class Campaign:
         inst = self.instances.get(outcome.instance_id)
         if inst is None:
             return ()
-        # the tensors' shapes; a call without tensors (hann_window(5)) by its arguments
-        return tuple(tuple(t.shape) for t in inst.inputs) or (json.dumps(inst.call.get("args"), sort_keys=True),)
+        # the tensors' shapes and the call's settings (hann_window(5) has no tensor; max_pool2d's samples share one)
+        return tuple(tuple(t.shape) for t in inst.inputs), json.dumps(inst.params, sort_keys=True, default=str)
 
     def unsupported_rank(self, outcomes: list[Outcome]) -> list[int]:
         """Each kept unsupported outcome's rank within its kind (0: the first of its kind)."""

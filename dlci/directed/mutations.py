@@ -225,6 +225,44 @@ def _set_value(inst: Instance, payload) -> Instance:
                                   call=_with_value(inst.call, where, value)))
 
 
+def _non_defaults(inst: Instance):
+    """Keyword arguments set to something else than their parameter's default: each left out (the default then
+    applies: ``max_pool2d(ceil_mode=True)`` becomes plain ``max_pool2d``, the path most callers take)."""
+    if not _torch_fn(inst):
+        return
+    from dlci.sources.torch_variants import _defaults
+    defaults = _defaults(inst.call["fn"]) or _schema_defaults(inst.op)
+    for name, value in inst.call.get("kwargs", {}).items():
+        if name in defaults and not (isinstance(value, dict) and "$t" in value) and value != defaults[name]:
+            yield name
+
+
+def _schema_defaults(op: str) -> dict:
+    """Plain defaults of the ATen operator's overloads (F.max_pool2d is a dispatch wrapper without a signature):
+    a name whose overloads disagree on its default has none."""
+    import torch
+    out: dict = {}
+    try:
+        schemas = torch._C._jit_get_schemas_for_operator(op) if op.startswith("aten::") else []
+    except RuntimeError:
+        return {}
+    for schema in schemas:
+        for a in schema.arguments:
+            if a.has_default_value() and isinstance(a.default_value, (bool, int, float, type(None))):
+                out[a.name] = a.default_value if out.get(a.name, a.default_value) == a.default_value else ...
+    return {k: v for k, v in out.items() if v is not ...}
+
+
+def _without_kwarg(inst: Instance, name: str) -> Instance:
+    from dlci.instance.recipe import params_of
+    call = copy.deepcopy(inst.call)
+    call["kwargs"].pop(name)
+    m = _mutant(inst, "value", f"{name} left to its default", call=call)
+    m.params = params_of(call.get("args", []), call["kwargs"])
+    m.id = m.compute_id()
+    return _checked_torch(m)
+
+
 def _shaped(inst: Instance, fn: Callable[[np.ndarray], np.ndarray | None], kind: str, detail: str) -> Instance:
     arrays, inputs = dict(inst.arrays), []
     changed = False
@@ -496,6 +534,8 @@ for _fw in ("torch", "onnx"):
 
 register(Mutation("torch.negative_dim", "torch", ("dim", "axis", "axes", "< 0", "+ len", "ndim", "rank", "%"),
                   _negative_dims, _set_value))
+register(Mutation("torch.default", "torch", ("default", "None", ".get(", "kwargs", "in node", "ceil_mode",
+                                             "return_indices", "keepdim"), _non_defaults, _without_kwarg))
 register(Mutation("torch.per_axis", "torch", ("stride", "padding", "dilation", "kernel", "isinstance", "tuple",
                                               "list", "len(", "[0]", "[1]"), _per_axis, _set_value))
 register(Mutation("torch.size_1", "torch", ("== 1", "squeeze", "broadcast", "shape", "expand", "1)"),

@@ -17,7 +17,7 @@ from dlci.findings import Finding
 from dlci.outcome import CRASH, UNSUPPORTED, Outcome, same_digest
 
 BASE_RERUNS = 8  # instances of one finding re-run on the base revision, each attributed on its own
-SUPPORT_PROBES = 16  # per (target, operator): one of each kind said unsupported on head (cheap: they stop early)
+SUPPORT_PROBES = 32  # per (target, operator): the first of each kind said unsupported on head before any second
 HEAD_AGAIN = 2  # head re-runs of a wrong result whose numbers differ on base (are they stable at all?)
 BASE_AGAIN = 2  # and base re-runs: uninitialised memory often reads the same twice in a row on one side
 SUPPORT_GROUPS = 40  # (target, operator) pairs probed at most
