@@ -11,7 +11,7 @@ $(BIN)/dlci: pyproject.toml constraints.txt
 install: $(BIN)/dlci
 
 demo: $(BIN)/dlci
-	$(BIN)/dlci scan --out dlci-out --budget 300 --fail-on never
+	$(BIN)/dlci scan --sample tvm-elu-minimum --out dlci-out --budget 300 --fail-on never
 
 test: $(BIN)/dlci
 	$(BIN)/python -m pytest -q --durations=40 tests

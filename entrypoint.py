@@ -24,6 +24,7 @@ from dlci.errors import ExitCode, InfrastructureError, UsageError  # noqa: E402
 from dlci.exec import cancel  # noqa: E402
 from dlci.findings import is_new  # noqa: E402
 from dlci.github import runner as R  # noqa: E402
+from dlci.github.output import OutputFolder  # noqa: E402
 from dlci.report.document import Report  # noqa: E402
 
 # every input action.yml declares (tests keep the two in step)
@@ -35,9 +36,13 @@ MODES = ("single", "plan", "run", "report")
 def _settings() -> dict:
     from dlci import redact
     from dlci.exec.engine import is_secret_name
-    for name, value in os.environ.items():  # the token and every other secret this step was given
+    token = R.get_input("token")
+    for name, value in list(os.environ.items()):  # the token and every other secret this step was given
         if name == "INPUT_TOKEN" or is_secret_name(name):
             redact.register(value)
+            # no child of this process (git, the sandbox's launcher, helpers) inherits them: only the posting code
+            # has the token, from these settings
+            del os.environ[name]
     mode = R.get_input("mode", "single")
     if mode not in MODES:
         raise R.EventError(f"input mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -51,7 +56,7 @@ def _settings() -> dict:
             "budget": R.get_float("budget", "600"), "comment": R.get_bool("comment", True),
             "check_run": R.get_bool("check-run", True), "check_name": R.get_input("check-name", "dlci"),
             "repo_path": R.get_input("repo-path", "."), "targets": R.get_input("targets"),
-            "sources": R.get_input("sources"), "token": R.get_input("token")}
+            "sources": R.get_input("sources"), "token": token}
 
 
 def _revisions(s: dict):
@@ -74,14 +79,18 @@ def _revisions(s: dict):
     return pr, base or pr.base_sha, head or pr.head_sha
 
 
-def _scan(s: dict, base: str, head: str, targets: str | None) -> tuple[int, Report | None]:
-    """Run dlci's scan of the PR in a sandbox (dlci.github.sandbox: another user, a clean environment, its own
-    clone and output folder); (exit code, report). The scan's results are read back as untrusted data. An internal
-    failure still returns the partial report the scan wrote, so that what was found gets posted."""
+def _scan(s: dict, out: OutputFolder, base: str, head: str, targets: str | None) -> tuple[int, Report | None, dict]:
+    """Run dlci's scan of the PR in a sandbox (dlci.github.sandbox: another uid, a clean environment, its own
+    clone and output folder); (exit code, report, reproducers). The scan's results are read back as untrusted data.
+    An internal failure still returns the partial report the scan wrote, so that what was found gets posted."""
     from dlci.commands.common import say
     from dlci.exec import interp
-    from dlci.github.sandbox import SandboxError
-    box = _sandbox(say)
+    from dlci.github import sandbox as SB
+    _load_posting_code()
+    try:
+        box = SB.prepare(say)
+    except SB.SandboxRefused as e:
+        raise R.EventError(f"dlci: {e}") from None
     code = ExitCode.CLEAN
     try:
         with R.group("dlci scan"), R.commands_off():  # framework logs are untrusted: no workflow commands in them
@@ -93,59 +102,49 @@ def _scan(s: dict, base: str, head: str, targets: str | None) -> tuple[int, Repo
                                      *(["--targets", targets] if targets else []))
                 rc = box.run(cmd, lambda line: print(line, flush=True))
                 code = {0: ExitCode.CLEAN, 1: ExitCode.CLEAN, 2: ExitCode.USAGE}.get(rc, ExitCode.INTERNAL)
-            except SandboxError as e:
+            except SB.SandboxError as e:
                 say(f"error: {e}")
                 code = ExitCode.INTERNAL
             except (Exception, KeyboardInterrupt, cancel.Cancelled):
                 say("internal error or cancelled:\n" + traceback.format_exc()[-3000:])
                 code = ExitCode.INTERNAL
-            report = _adopt(box, s["out"], Path(s["repo_path"]))
+            box.kill_leftovers()
+            report, scripts = _adopt(box, out, Path(s["repo_path"]))
     finally:
         box.remove()
     if report is not None and report.interrupted:
         code = ExitCode.INTERNAL
-    return code, report
+    return code, report, scripts
 
 
-def _sandbox(say):
-    """The sandbox the scan runs in, said in the log; where no second user can run it, the scan runs as this
-    user (a warning, or an error with DLCI_SANDBOX=require) while this process stays unreadable to it."""
-    from dlci.github import sandbox as SB
-    undumpable = SB.make_undumpable()
-    box = SB.Sandbox.create()
-    problem = None if box.who.separate else box.who.why
-    if box.who.separate:
-        problem = box.runs_here()
-        if problem:
-            box.remove()
-            box = SB.Sandbox.create(SB.same_user(problem))
-    if problem:
-        if os.environ.get(SB.MODE_ENV, "auto") == "require":
-            box.remove()
-            raise InfrastructureError(f"{problem} ({SB.MODE_ENV}=require: refusing to run a pull request's code "
-                                      "as the user that holds the token)")
-        R.warning(f"dlci: {box.who.why}" + ("" if undumpable else " (but this process could not make itself "
-                                                                  "non-dumpable)") + " (see docs/action.md, 'Trust')")
-    say(f"sandbox: {box.who.why}; a clean environment, its own clone and output folder")
-    return box
+def _load_posting_code() -> None:
+    """Import and read everything the posting code needs before the pull request's code runs: nothing is loaded
+    from disk after it (defence in depth; the scan's uid cannot write these files in the first place)."""
+    import github  # noqa: F401
+    import github_action_utils  # noqa: F401
+    import jsonschema  # noqa: F401
+    import requests  # noqa: F401
+    from dlci.github import api, comment  # noqa: F401
+    from dlci.report import intake, render_markdown  # noqa: F401
+    comment._env().get_template("comment.md.j2")
 
 
-def _adopt(box, out: Path, repo: Path) -> Report | None:
-    """The sandboxed scan's results, validated (dlci.report.intake), redacted and written under ``out`` by this
-    process; None when the scan left no findings.json, or one that does not pass validation."""
+def _adopt(box, out: OutputFolder, repo: Path) -> tuple[Report | None, dict]:
+    """The sandboxed scan's results, validated (dlci.report.intake), redacted and written into ``out`` by this
+    process; (None, {}) when the scan left no findings.json, or one that does not pass validation."""
     from dlci import redact
     from dlci.commands.common import say
     from dlci.report import intake
     if not intake.exists(box.out, "findings.json"):
-        return None
+        return None, {}
     try:
         results = intake.read_results(box.out)
     except intake.IntakeError as e:
         say(f"error: the scan's results are not dlci's (nothing of them is posted): {e}")
-        return None
+        return None, {}
     # the scan saw its own clone and folder: the report names the repository and output the user knows
-    moved = {str(box.repo): str(repo.resolve()), str(box.out.resolve()): str(out.resolve()),
-             str(box.out): str(out.resolve())}
+    moved = {str(box.repo): str(repo.resolve()), str(box.out.resolve()): str(out.path.resolve()),
+             str(box.out): str(out.path.resolve())}
 
     def place(v):
         if isinstance(v, str):
@@ -156,40 +155,31 @@ def _adopt(box, out: Path, repo: Path) -> Report | None:
             return {k: place(x) for k, x in v.items()}
         return [place(x) for x in v] if isinstance(v, list) else v
     report = Report.from_dict(redact.data(place(results.report.to_dict())))
-    _fresh_folder(out)
-    for rel, data in results.scripts.items():
-        dest = out / rel
-        _fresh_folder(dest.parent)
-        _write(dest, redact.data_bytes(data))
+    scripts = {rel: redact.data_bytes(data) for rel, data in results.scripts.items()}
     for name, cap in (("ops.json", 16 << 20), ("results.jsonl", 64 << 20)):
         if intake.exists(box.out, name):
             try:
-                _write(out / name, redact.data_bytes(intake.read_file(box.out, name, cap)))
+                out.write(name, redact.data_bytes(intake.read_file(box.out, name, cap)))
             except intake.IntakeError as e:
                 say(f"not kept: {e}")
-    report.write(out)
-    return report
+    out.write_report(report, scripts)
+    return report, scripts
 
 
-def _fresh_folder(path: Path) -> None:
-    """``path`` as a real folder: a link there (a pull request can commit one where the output goes) is removed,
-    never followed."""
-    if path.is_symlink() or (path.exists() and not path.is_dir()):
-        path.unlink()
-    path.mkdir(parents=True, exist_ok=True)
+def _fresh_output(s: dict) -> OutputFolder:
+    """The output folder, made fresh (dlci.github.output). In mode report it must not hold the results it reads."""
+    if s["mode"] == "report":
+        shards = Path(os.path.abspath(R.get_input("shards-dir", "dlci-shards")))
+        out = Path(os.path.abspath(s["out"]))
+        if shards == out or out in shards.parents:
+            raise R.EventError(f"input out ({s['out']}) must not hold shards-dir ({shards}): it is emptied first")
+    return OutputFolder.fresh(s["out"])
 
 
-def _write(path: Path, data: bytes) -> None:
-    """Write a file of this process's own, replacing (never following) whatever was there."""
-    if path.is_symlink() or path.exists():
-        path.unlink()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-
-
-def _post(s: dict, report: Report, repo: str | None, number: int | None, head_sha: str | None) -> dict:
-    """Comment, check run, job summary, outputs. Returns the outputs written."""
+def _post(s: dict, out: OutputFolder, report: Report, scripts: dict, repo: str | None, number: int | None,
+          head_sha: str | None) -> dict:
+    """Comment, check run, job summary, outputs: rendered from the validated report and the reproducers' bytes
+    intake returned, never from files read again. Returns the outputs written."""
     from dlci import redact
     from dlci.github import comment as C
     from dlci.report import render_markdown
@@ -198,13 +188,12 @@ def _post(s: dict, report: Report, repo: str | None, number: int | None, head_sh
     if os.environ.get("GITHUB_SERVER_URL") and os.environ.get("GITHUB_REPOSITORY") and os.environ.get("GITHUB_RUN_ID"):
         details = (f"{os.environ['GITHUB_SERVER_URL']}/{os.environ['GITHUB_REPOSITORY']}/actions/runs/"
                    f"{os.environ['GITHUB_RUN_ID']}")
-    body = redact.text(C.render(doc, s["out"], details_url=details, version=_version()))
-    _fresh_folder(s["out"])
-    _write(s["out"] / "comment.md", body.encode("utf-8"))
+    body = redact.text(C.render(doc, scripts, details_url=details, version=_version()))
+    out.write("comment.md", body.encode("utf-8"))
     R.write_summary(redact.text(render_markdown(doc)))
     outputs = {"verdict": C.verdict_line(doc), "findings": len(report.findings),
                "new-findings": sum(1 for f in report.findings if is_new(f)), "comment-id": "",
-               "check-run-id": "", "report-path": str(s["out"] / "report.md")}
+               "check-run-id": "", "report-path": str(out.path / "report.md")}
     if not s["token"] or not repo or (not s["comment"] and not s["check_run"]):
         return outputs
     from github import GithubException
@@ -263,18 +252,18 @@ def _finish(s: dict, report: Report, outputs: dict, scan_code: int) -> int:
     return ExitCode.FINDINGS if report.counted(s["fail_on"]) else ExitCode.CLEAN
 
 
-def mode_single(s: dict) -> int:
+def mode_single(s: dict, out: OutputFolder) -> int:
     pr, base, head = _revisions(s)
-    code, report = _scan(s, base, head, s["targets"] or None)
+    code, report, scripts = _scan(s, out, base, head, s["targets"] or None)
     if report is None:
         return code or ExitCode.INTERNAL
-    _write_pr_file(s["out"], pr, head)
-    outputs = _post(s, report, pr.repo if pr else os.environ.get("GITHUB_REPOSITORY"), pr.number if pr else None,
-                    head)
+    _write_pr_file(out, pr, head)
+    outputs = _post(s, out, report, scripts, pr.repo if pr else os.environ.get("GITHUB_REPOSITORY"),
+                    pr.number if pr else None, head)
     return _finish(s, report, outputs, code)
 
 
-def mode_plan(s: dict) -> int:
+def mode_plan(s: dict, out: OutputFolder) -> int:
     from dlci import profiles
     from dlci.diff import DiffError, GitRepo
     from dlci.github.shards import parse_runner_labels, plan
@@ -287,8 +276,7 @@ def mode_plan(s: dict) -> int:
     wanted = {t.strip() for t in s["targets"].split(",") if t.strip()} if s["targets"] else None
     planned = plan(analysis.touches, runners, wanted)
     matrix = planned["matrix"]
-    _fresh_folder(s["out"])
-    _write(s["out"] / "plan.json", json.dumps({**planned, "ops": analysis.to_dict()}, indent=2).encode())
+    out.write("plan.json", json.dumps({**planned, "ops": analysis.to_dict()}, indent=2).encode())
     R.set_outputs({"matrix": json.dumps(matrix), "verdict": f"{len(matrix['include'])} shard(s)"})
     # the reasons name the PR's files: a file name holding a newline and "::set-env" must stay one plain line
     with R.commands_off():
@@ -302,21 +290,20 @@ def mode_plan(s: dict) -> int:
     return ExitCode.CLEAN
 
 
-def mode_run(s: dict) -> int:
+def mode_run(s: dict, out: OutputFolder) -> int:
     shard = R.get_input("shard")
     if not shard:
         raise R.EventError("mode run needs the shard input (from the plan's matrix: ${{ matrix.shard }})")
     kind, _, target = shard.partition("-")  # <kind>-<target>[+<target>...] (dlci.github.shards.plan)
     targets = target.replace("+", ",") if target and target != "none" else (s["targets"] or None)
     pr, base, head = _revisions(s)
-    code, report = _scan(s, base, head, targets)
-    _fresh_folder(s["out"])
-    _write(s["out"] / "shard.json", json.dumps({"shard": shard, "kind": kind}).encode())
-    _write_pr_file(s["out"], pr, head)
+    code, report, _scripts = _scan(s, out, base, head, targets)
+    out.write("shard.json", json.dumps({"shard": shard, "kind": kind}).encode())
+    _write_pr_file(out, pr, head)
     if report is None:
         return code or ExitCode.INTERNAL
     R.set_outputs({"verdict": f"shard {shard}: {len(report.findings)} finding(s)", "findings": len(report.findings),
-                   "report-path": str(s["out"] / "report.md")})
+                   "report-path": str(out.path / "report.md")})
     return ExitCode.CLEAN if code in (ExitCode.CLEAN, ExitCode.FINDINGS) else code
 
 
@@ -336,7 +323,7 @@ def _result_folders(shards_dir: Path) -> list[Path]:
     return found
 
 
-def mode_report(s: dict) -> int:
+def mode_report(s: dict, out: OutputFolder) -> int:
     from dlci.github.shards import merge
     from dlci.report import intake
     shards_dir = Path(R.get_input("shards-dir", "dlci-shards"))
@@ -346,9 +333,8 @@ def mode_report(s: dict) -> int:
     # a shard ran the pull request's code and a fork uploads its own artifact: all of it is validated before
     # anything reads it, and one folder that fails validation means nothing is posted (IntakeError: exit 2)
     results = [intake.read_results(d) for d in dirs]
-    _fresh_folder(s["out"])
-    report = merge(dirs, s["out"], results)
-    report.write(s["out"])
+    report, scripts = merge(results)
+    out.write_report(report, scripts)
     name, payload = R.read_event()
     if name in ("pull_request", "pull_request_target", "merge_group"):
         pr = R.pull_request(name, payload)
@@ -363,7 +349,7 @@ def mode_report(s: dict) -> int:
             raise R.EventError("pr.json names a head commit other than the workflow run's: refusing to post")
         repo = (payload.get("repository") or {}).get("full_name") or os.environ.get("GITHUB_REPOSITORY")
         _check_pr_head(s, repo, number, head)
-    outputs = _post(s, report, repo, number, head)
+    outputs = _post(s, out, report, scripts, repo, number, head)
     return _finish(s, report, outputs, ExitCode.CLEAN)
 
 
@@ -382,18 +368,19 @@ def _check_pr_head(s: dict, repo: str, number: int, head: str) -> None:
                            f"{head[:12]}: refusing to post")
 
 
-def _write_pr_file(out: Path, pr, head: str) -> None:
-    _fresh_folder(out)
+def _write_pr_file(out: OutputFolder, pr, head: str) -> None:
     if pr is not None:
-        _write(out / "pr.json", json.dumps({"number": pr.number, "head_sha": head, "repo": pr.repo}).encode())
+        out.write("pr.json", json.dumps({"number": pr.number, "head_sha": head, "repo": pr.repo}).encode())
 
 
 def run() -> int:
     cancel.install()  # a cancelled workflow run (SIGINT, then SIGTERM) still posts what it found
     try:
         settings = _settings()
+        # before anything else, so that no early return leaves what a pull request committed there
+        out = _fresh_output(settings)
         return {"single": mode_single, "plan": mode_plan, "run": mode_run, "report": mode_report}[settings["mode"]](
-            settings)
+            settings, out)
     except (R.EventError, UsageError) as e:
         R.error(str(e))
         return ExitCode.USAGE

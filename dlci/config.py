@@ -101,6 +101,8 @@ class Config:
             data = yaml.safe_load(text)
         except yaml.YAMLError as e:
             raise ConfigError(f"{origin}: not valid YAML: {e}") from None
+        except RecursionError:
+            raise ConfigError(f"{origin}: nested too deeply to be a configuration") from None
         if data is None:
             return cls(source=origin)
         if not isinstance(data, dict):
@@ -119,6 +121,11 @@ class Config:
                 raise ConfigError(f"{origin}: every entry of {key} must be a string")
         if any(not isinstance(v, (str, int, float)) for v in (data.get("env") or {}).values()):
             raise ConfigError(f"{origin}: env values must be strings")
+        for name in data.get("env") or {}:
+            # dlci's own settings (the cache roots, the untrusted mark, the sandbox) are never a revision's to set
+            if not isinstance(name, str) or str(name).upper().startswith("DLCI_"):
+                raise ConfigError(f"{origin}: env.{name}: names starting with DLCI_ are dlci's own settings, not "
+                                  "a revision's")
         if data.get("budget") is not None and data["budget"] <= 0:
             raise ConfigError(f"{origin}: budget must be positive")
         if isinstance(data.get("bisect"), str):

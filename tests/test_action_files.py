@@ -454,14 +454,73 @@ def test_workflows_use_one_version_of_each_action():
     assert {"actions/checkout", "actions/upload-artifact", "actions/download-artifact", "dlci/dlci"} <= set(versions)
 
 
-def test_dlci_yml_is_one_line_adoption():
-    wf = workflow("dlci.yml")
-    assert set(triggers(wf)) == {"pull_request"}
-    assert wf["permissions"] == {"contents": "read", "pull-requests": "write", "checks": "write"}
-    (_, step), = dlci_steps(wf)
-    assert set(step) == {"uses"}, "the adoption step is the bare `- uses: dlci/dlci@v1`"
-    (_, checkout), = action_steps(wf, "actions/checkout")
-    assert checkout["with"]["fetch-depth"] == 0
+def _checkout_beside_the_output(wf: dict, job_id: str) -> str:
+    """The job checks the pull request out into a folder of its own, and dlci reads it there: the output folder and
+    the artifact lie beside the pull request's tree, never inside it (a committed link cannot redirect them)."""
+    job = wf["jobs"][job_id]
+    (checkout,) = [s for s in job["steps"] if uses(s).startswith("actions/checkout@")
+                   and "repository" not in (s.get("with") or {})]
+    path = checkout["with"]["path"]
+    assert path and not path.startswith((".", "/")) and "dlci" not in path
+    for step in job["steps"]:
+        if uses(step) == DLCI_USES:
+            assert step["with"]["repo-path"] == path
+            assert not (step["with"].get("out") or "dlci-out").startswith(path)
+    return path
+
+
+def test_default_split_scans_without_a_token_and_posts_from_workflow_run():
+    scan_wf, post_wf = workflow("dlci.yml"), workflow("dlci-post.yml")
+    # part 1: the pull request's code runs here: read-only, no token for dlci, posts nothing, uploads the results
+    assert set(triggers(scan_wf)) == {"pull_request"}
+    assert scan_wf["permissions"] == {"contents": "read"}
+    assert all("permissions" not in job for job in scan_wf["jobs"].values())
+    assert "secrets." not in (ROOT / "workflows" / "dlci.yml").read_text()
+    (job_id, step), = dlci_steps(scan_wf)
+    assert step["with"]["token"] == "" and step["with"]["comment"] is False and step["with"]["check-run"] is False
+    _checkout_beside_the_output(scan_wf, job_id)
+    out = step["with"].get("out", action()["inputs"]["out"]["default"])
+    (_, upload), = action_steps(scan_wf, "actions/upload-artifact")
+    assert upload["with"]["path"].rstrip("/") == out, "the artifact is dlci's out (it holds pr.json)"
+    artifact = upload["with"]["name"]
+    # part 2: privileged, triggered by part 1, never runs the pull request's code
+    on = triggers(post_wf)
+    assert set(on) == {"workflow_run"}
+    assert on["workflow_run"]["workflows"] == [scan_wf["name"]]
+    assert on["workflow_run"]["types"] == ["completed"]
+    assert post_wf["permissions"] == {"actions": "read", "pull-requests": "write", "checks": "write"}
+    assert not action_steps(post_wf, "actions/checkout"), "the post workflow checks out nothing"
+    assert not any(s.get("run") for _, s in steps(post_wf)), "the post workflow runs no script"
+    (_, download), = action_steps(post_wf, "actions/download-artifact")
+    assert download["with"]["name"] == artifact
+    assert download["with"]["run-id"] == "${{ github.event.workflow_run.id }}"
+    assert download["with"]["github-token"] == "${{ github.token }}"
+    (_, report), = dlci_steps(post_wf)
+    assert report["with"] == {"mode": "report", "shards-dir": download["with"]["path"]}
+    (job,) = post_wf["jobs"].values()
+    assert "github.event.workflow_run.event == 'pull_request'" in job["if"]
+    assert job["runs-on"] == "ubuntu-latest", "the token that can write stays on a GitHub-hosted runner"
+
+
+def test_every_job_that_runs_pull_request_code_holds_no_token():
+    for path in WORKFLOWS:
+        wf = load(path)
+        for job_id, step in dlci_steps(wf):
+            mode = (step.get("with") or {}).get("mode", "single")
+            if mode in ("single", "run", "plan"):
+                assert step["with"].get("token") == "", f"{path.name} {job_id}: dlci {mode} gets token: \"\""
+                assert "write" not in json.dumps(wf["jobs"][job_id].get("permissions") or wf["permissions"])
+
+
+def test_docs_gpu_lines_are_the_workflows():
+    """docs/action.md's "exact lines" of the GPU shard are the workflow's script, its comments left out."""
+    wf = workflow("dlci-pool.yml")
+    script = next(s for s in wf["jobs"]["run"]["steps"] if "docker run" in str(s.get("run")))["run"]
+    lines = [line for line in script.splitlines() if line.strip() and not line.strip().startswith("#")]
+    text = DOCS.read_text(encoding="utf-8")
+    block = re.search(r"\n  ```sh\n(  docker build.*?)\n  ```\n", text, re.S).group(1)
+    documented = [line[2:] for line in block.splitlines() if line.strip()]
+    assert documented == lines
 
 
 def test_pool_workflow():
@@ -482,6 +541,8 @@ def test_pool_workflow():
     assert run["runs-on"] == "${{ matrix.runner }}"
     (run_step,) = [s for s in run["steps"] if uses(s) == DLCI_USES]
     assert run_step["with"]["mode"] == "run" and run_step["with"]["shard"] == "${{ matrix.shard }}"
+    for job_id in ("plan", "run"):
+        _checkout_beside_the_output(wf, job_id)
     shards_dir, _ = run_step["with"]["out"].split("/", 1)
     assert run_step["with"]["out"] == f"{shards_dir}/${{{{ matrix.shard }}}}"
     (upload,) = [s for s in run["steps"] if uses(s).startswith("actions/upload-artifact@")]
@@ -495,7 +556,8 @@ def test_pool_workflow():
     # every GPU, or only those of the runner's CUDA_VISIBLE_DEVICES (runners sharing a host); the CUDA image
     assert 'gpus="\\"device=${CUDA_VISIBLE_DEVICES}\\""' in gpu_run["run"] and "gpus=all" in gpu_run["run"]
     assert "--build-arg ONNXRUNTIME=onnxruntime-gpu" in gpu_run["run"]
-    assert f"INPUT_OUT={shards_dir}/$SHARD" in gpu_run["run"]
+    assert f"INPUT_OUT={shards_dir}/$SHARD" in gpu_run["run"] and "INPUT_REPO-PATH=src" in gpu_run["run"]
+    assert "INPUT_TOKEN" not in gpu_run["run"] and "secrets." not in gpu_run["run"]
     # the PR's code runs in that container: no network, no capability it does not need, bounded
     for flag in ("--network none", "--pids-limit", "--memory", "--cap-drop ALL", "--security-opt no-new-privileges"):
         assert flag in gpu_run["run"], flag
@@ -510,36 +572,6 @@ def test_pool_workflow():
     assert download["with"] == {"pattern": "dlci-shard-*", "path": shards_dir, "merge-multiple": True}
     (report_step,) = [s for s in report["steps"] if uses(s) == DLCI_USES]
     assert report_step["with"] == {"mode": "report", "shards-dir": shards_dir}
-
-
-def test_fork_pair():
-    run_wf, post_wf = workflow("dlci-fork-run.yml"), workflow("dlci-fork-post.yml")
-    # part 1: the untrusted code, read-only, posts nothing, uploads the results
-    assert set(triggers(run_wf)) == {"pull_request"}
-    assert run_wf["permissions"] == {"contents": "read"}
-    assert all("permissions" not in job for job in run_wf["jobs"].values())
-    (_, step), = dlci_steps(run_wf)
-    assert step["with"]["comment"] is False and step["with"]["check-run"] is False
-    out = step["with"].get("out", action()["inputs"]["out"]["default"])
-    (_, upload), = action_steps(run_wf, "actions/upload-artifact")
-    assert upload["with"]["path"].rstrip("/") == out, "the artifact is dlci's out (it holds pr.json)"
-    artifact = upload["with"]["name"]
-    # part 2: privileged, triggered by part 1, never runs the pull request's code
-    on = triggers(post_wf)
-    assert set(on) == {"workflow_run"}
-    assert on["workflow_run"]["workflows"] == [run_wf["name"]]
-    assert on["workflow_run"]["types"] == ["completed"]
-    assert post_wf["permissions"] == {"actions": "read", "pull-requests": "write", "checks": "write"}
-    assert not action_steps(post_wf, "actions/checkout"), "the post workflow checks out nothing"
-    assert not any(s.get("run") for _, s in steps(post_wf)), "the post workflow runs no script"
-    (_, download), = action_steps(post_wf, "actions/download-artifact")
-    assert download["with"]["name"] == artifact
-    assert download["with"]["run-id"] == "${{ github.event.workflow_run.id }}"
-    assert download["with"]["github-token"] == "${{ github.token }}"
-    (_, report), = dlci_steps(post_wf)
-    assert report["with"] == {"mode": "report", "shards-dir": download["with"]["path"]}
-    (job,) = post_wf["jobs"].values()
-    assert "github.event.workflow_run.event == 'pull_request'" in job["if"]
 
 
 # ---------------------------------------------------------------------------------------------------- fork safety

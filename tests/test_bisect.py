@@ -566,7 +566,7 @@ def test_scan_names_the_commit_that_introduced_a_finding_and_bisects_old_ones(tm
     report = (out / "report.md").read_text()
     assert f"- introduced by commit: introduced by {culprit[:12]}" in report
     assert f"- since release: {old[0]['since']['report']}" in report
-    body = comment.render(doc, out)
+    body = comment.render(doc)
     assert f"Introduced by commit introduced by {culprit[:12]} \"[Relax][ONNX] Elu: read alpha once\"" in body
     # the worktrees of the bisection are gone, the user's checkout untouched
     assert _git(repo, "worktree", "list").count("\n") == 0 and _git(repo, "status", "--porcelain") == ""

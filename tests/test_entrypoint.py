@@ -42,7 +42,9 @@ def pr_event(base: str, head: str, *, fork: bool = False) -> dict:
 
 
 def run_action(tmp: Path, fake: FakeGitHub, event: dict | None, inputs: dict, *, event_name="pull_request",
-               cwd: Path | None = None) -> tuple[int, str, dict, str]:
+               cwd: Path | None = None, shell: bool = False) -> tuple[int, str, dict, str]:
+    """The real entrypoint as the runner starts it; ``shell``: from a shell that stays its parent and holds the
+    step's environment, token included (as a `run:` step's shell would)."""
     tmp.mkdir(parents=True, exist_ok=True)
     event_path = tmp / "event.json"
     if isinstance(event, dict):
@@ -58,8 +60,10 @@ def run_action(tmp: Path, fake: FakeGitHub, event: dict | None, inputs: dict, *,
                 "GITHUB_REPOSITORY": REPO, "GITHUB_RUN_ID": "1234", "GITHUB_SERVER_URL": "https://github.com",
                 "DLCI_GITHUB_WRITE_SPACING": "0.2", "DLCI_GITHUB_MAX_WAIT": "2", "DLCI_GITHUB_RETRY_WAIT": "0.2"})
     env.update({f"INPUT_{k.upper()}": str(v) for k, v in inputs.items()})
-    proc = subprocess.run([sys.executable, str(ROOT / "entrypoint.py")], cwd=str(cwd or tmp), env=env,
-                          capture_output=True, text=True, timeout=1500)
+    cmd = [sys.executable, str(ROOT / "entrypoint.py")]
+    if shell:
+        cmd = ["/bin/sh", "-c", '"$0" "$1"; rc=$?; exit $rc', *cmd]
+    proc = subprocess.run(cmd, cwd=str(cwd or tmp), env=env, capture_output=True, text=True, timeout=1500)
     outputs = {}
     lines = output.read_text().splitlines()
     i = 0

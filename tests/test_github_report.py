@@ -31,9 +31,8 @@ def doc(findings, **pr) -> dict:
 
 
 def test_comment_sections_and_verdict(tmp_path):
-    (tmp_path / "repro").mkdir()
-    (tmp_path / "repro" / "F001.py").write_text("print('hi')\n")
-    body = comment.render(doc([finding(1, repro="repro/F001.py"), finding(2, new=False)]), tmp_path)
+    body = comment.render(doc([finding(1, repro="repro/F001.py"), finding(2, new=False)]),
+                          {"repro/F001.py": b"print('hi')\n"})
     assert body.startswith(comment.MARKER)
     assert "1 new bug in this PR (1 already on base)" in body
     assert body.index("NEW IN THIS PR") < body.index("ALREADY ON BASE")
@@ -42,27 +41,24 @@ def test_comment_sections_and_verdict(tmp_path):
 
 
 def test_nothing_to_test_comment(tmp_path):
-    body = comment.render(doc([], nothing_to_test="the diff touches no operator converter"), tmp_path)
+    body = comment.render(doc([], nothing_to_test="the diff touches no operator converter"))
     assert "nothing to test" in body.lower()
 
 
 def test_comment_fits_githubs_limit_and_says_what_it_left_out(tmp_path):
-    (tmp_path / "repro").mkdir()
-    many = []
+    many, scripts = [], {}
     for n in range(1, 301):
-        (tmp_path / "repro" / f"F{n:03d}.py").write_text("x = 1\n" * 2000)
+        scripts[f"repro/F{n:03d}.py"] = b"x = 1\n" * 2000
         many.append(finding(n, repro=f"repro/F{n:03d}.py", message="m" * 3000))
-    body = comment.render(doc(many), tmp_path)
+    body = comment.render(doc(many), scripts)
     assert len(body) <= comment.COMMENT_LIMIT
     assert "job summary" in body and "more finding(s) are not listed" in body
 
 
 def test_untrusted_text_cannot_break_out_of_its_code_block(tmp_path):
-    (tmp_path / "repro").mkdir()
-    (tmp_path / "repro" / "F001.py").write_text("s = '''\n```\n## injected heading\n'''\n")
     f = finding(1, repro="repro/F001.py")
     f["operator"] = "aten::elu`<img src=x>"
-    body = comment.render(doc([f]), tmp_path)
+    body = comment.render(doc([f]), {"repro/F001.py": b"s = '''\n```\n## injected heading\n'''\n"})
     assert "````python" in body  # a longer fence than any backtick run inside
     assert "``aten::elu`<img src=x>``" in body  # the name stays whole, in a span its backtick cannot close
     assert "<img" not in _strip_code(body)
@@ -117,13 +113,16 @@ def test_merge_shards_dedups_signatures_and_renumbers(tmp_path):
             fs.append(finding(n, signature=sig, repro=f"repro/F{n:03d}_x.py"))
         (d / "findings.json").write_text(json.dumps(doc(fs)))
         (d / "shard.json").write_text(json.dumps({"shard": f"{kind}-tvm.from_fx", "kind": kind}))
-    merged = shards.merge([tmp_path / "arm64", tmp_path / "cpu"], tmp_path / "out").to_dict()
+    from dlci.report import intake
+    report, scripts = shards.merge([intake.read_results(tmp_path / k) for k in ("arm64", "cpu")])
+    merged = report.to_dict()
     assert [f["id"] for f in merged["findings"]] == ["F001", "F002"]
     same = next(f for f in merged["findings"] if f["signature"] == "same")
     assert sorted(same["runners"]) == ["arm64", "cpu"]
-    assert all((tmp_path / "out" / f["repro"]).is_file() for f in merged["findings"])
+    assert sorted(scripts) == sorted(f["repro"] for f in merged["findings"])
+    assert scripts[merged["findings"][0]["repro"]] == b"# arm64 same\n"  # read once, by intake, never again
     assert merged["stats"]["tests_run"] == 20
-    assert Path(tmp_path / "out" / merged["findings"][0]["repro"]).name.startswith("F001_")
+    assert Path(merged["findings"][0]["repro"]).name.startswith("F001_")
 
 
 def test_comment_says_since_when_and_keeps_a_commit_subject_inert(tmp_path):
@@ -132,7 +131,7 @@ def test_comment_says_since_when_and_keeps_a_commit_subject_inert(tmp_path):
                                                           "aaaaaaaaaaaa good; 2 reproducer runs over 3 commits"}
     old = finding(2, new=False)
     old["since"] = {"package": "apache-tvm", "report": "introduced in apache-tvm 0.26.0; 0.25.0 good; 2 installs"}
-    body = comment.render(doc([new, old]), tmp_path)
+    body = comment.render(doc([new, old]))
     assert ("Introduced by commit introduced by cccccccccccc \"ELU: use \\`min\\`&lt;b&gt;\"; parent aaaaaaaaaaaa good"
             in body)
     assert "Since release: introduced in apache-tvm 0.26.0; 0.25.0 good; 2 installs." in body
@@ -255,9 +254,8 @@ def _table_rows_keep_their_cells(md: str) -> None:
 
 
 def test_hostile_findings_stay_inert_in_the_comment(tmp_path):
-    (tmp_path / "repro").mkdir()
-    (tmp_path / "repro" / "F001`@user.py").write_text("s = '''\n```\n## injected heading\n'''  # @octocat #1\n")
-    body = comment.render(hostile_doc(), tmp_path)
+    body = comment.render(hostile_doc(),
+                          {"repro/F001`@user.py": b"s = '''\n```\n## injected heading\n'''  # @octocat #1\n"})
     assert_inert(body)
     assert "NEW IN THIS PR" in body and "KNOWN ISSUES" in body and "FLAKY" in body
     assert "<img" not in _strip_code(body) and "<script" not in _strip_code(body)
@@ -313,3 +311,19 @@ def test_escape_functions():
     assert escape.plain("@team\nnext\x07", 100) == "@\u200bteam next" and escape.plain("x" * 10, 5) == "xxxx…"
     assert escape.plain("a\r\nb", multiline=True) == "a\nb"
     assert escape.html('r/"F<1>@x.py') == "r/&quot;F&lt;1&gt;@&#8203;x.py"
+
+
+def test_a_long_comment_is_cut_at_a_paragraph_end_outside_code():
+    """The last resort cut never leaves a fence or a code span open: a mention escaped by being inside code stays
+    inert."""
+    para = "Text `a span that runs\nover @octocat a line break` and more.\n\n"
+    fenced = "```python\nx = '@octocat'\n" + "y = 1\n" * 50 + "```\n\n"
+    body = (para + fenced) * 200
+    for limit in range(500, 4000, 37):
+        cut = comment.cut(body, limit)
+        assert len(cut) <= limit
+        assert cut.count("```") % 2 == 0, cut[-200:]
+        for paragraph in cut.split("\n\n"):
+            if not paragraph.startswith("```"):
+                assert paragraph.count("`") % 2 == 0, paragraph
+    assert comment.cut("short", 100) == "short"

@@ -154,8 +154,12 @@ HUNT = '''
 
 def _dlci_hunt():
     """A hostile converter: looks for the token in every process's environment it can read, its ancestors'
-    first, and raises what it found (reversed, so that a plain redaction of the value would not hide it)."""
+    first; tries to change code the token holder imports after the scan; leaves a daemon behind (new session, empty
+    environment); raises what it found and did (reversed, so that a plain redaction of the value would not hide
+    it)."""
+    import importlib.util
     import os
+    import sys
     found, tried = [], 0
     pid, chain = os.getpid(), []
     while pid > 1:
@@ -180,9 +184,29 @@ def _dlci_hunt():
             with open(os.environ[var], "a") as f:
                 f.write("pwned=by-the-pr\\n")
     print("::set-output name=verdict::pwned")
+    wrote = []
+    modules = [importlib.util.find_spec(m) for m in ("jinja2", "github", "requests")]
+    paths = [m.origin for m in modules if m is not None and m.origin]
+    if "dlci" in sys.modules:
+        here = os.path.dirname(sys.modules["dlci"].__file__)
+        paths += [os.path.join(here, "github", "comment.py"), os.path.join(here, "github", "api.py")]
+    for path in paths:
+        try:
+            with open(path, "a"):
+                wrote.append(os.path.basename(path))
+        except OSError:
+            pass
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execve("/bin/sh", ["/bin/sh", "-c", "sleep 900", "dlci-hunt-daemon"], {})
+        os._exit(0)
+    os.waitpid(pid, 0)
     # the message stays the same from run to run (dlci confirms a crash by its message)
     raise RuntimeError(f"hunted the environments it could read ({'some' if tried else 'none'}): "
-                       + (",".join(found) if found else "found nothing"))
+                       + (",".join(found) if found else "found nothing") + "; could write "
+                       + (",".join(wrote) if wrote else "none of the holder's code"))
 '''
 
 POLICY = """\
@@ -195,6 +219,13 @@ known_issues:
 targets: [tvm.from_onnx]
 rules: [none]
 """
+
+
+def _cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def _hostile_pr(dest: Path) -> tuple[Path, str, str]:
@@ -225,10 +256,20 @@ def test_a_pull_request_hunting_for_the_token_finds_nothing_and_cannot_set_its_o
     fake.add_pull(REPO, PR, head_sha=head, base_sha=base, head_repo=REPO)
     trusted_before = {p: p.stat().st_mtime for p in cache.base().rglob("*")} if cache.base().is_dir() else {}
     started = time.time()
-    out = tmp_path / "out"
+    # the pull request committed links where the output goes: the folder is dlci's, the runner's files stay out
+    elsewhere = tmp_path / "runner-files"
+    elsewhere.mkdir()
+    (elsewhere / "F001_tvm_from_fx_elu.py").write_text("RUNNER_FILE_" + secrets.token_hex(8))
+    (repo / "dlci-out").mkdir()
+    (repo / "dlci-out" / "repro").symlink_to(elsewhere)
+    (repo / "dlci-out" / "findings.json").symlink_to("/proc/self/environ")
+    before = {p.name: p.read_bytes() for p in elsewhere.iterdir()}
+    out = repo / "dlci-out"
+    # as root without a dlci-sandbox user, Python under a private folder (/root here), and the step's shell holding
+    # the token (the entrypoint's parent)
     code, log, outputs, summary = run_action(tmp_path / "run", fake, pr_event(base, head),
                                              {"token": token, "repo-path": str(repo), "budget": "240",
-                                              "out": str(out)})
+                                              "out": "dlci-out"}, cwd=repo, shell=True)
     # the base's policy decided: the bug is new in the PR, not "known", on the targets the diff reaches
     assert code == 1, log[-4000:]
     doc = json.loads((out / "findings.json").read_text())
@@ -239,8 +280,16 @@ def test_a_pull_request_hunting_for_the_token_finds_nothing_and_cannot_set_its_o
     assert comments, log[-4000:]  # the action's log says why nothing was posted
     body = comments[0].body
     assert "Policy:" in body and "base revision's policy was applied" in body
-    # the hostile code ran, and found no token anywhere
-    assert any("found nothing" in f["message"] for f in news), [f["message"][:300] for f in news]
+    # the hostile code ran, found no token anywhere and could change none of the holder's code
+    assert any("found nothing; could write none of the holder's code" in f["message"] for f in news), \
+        [f["message"][:300] for f in news]
+    assert "sandbox: transient uid" in log or "sandbox: user" in log, log[-3000:]
+    # nothing of the pull request's processes survives the job
+    alive = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).count("dlci-hunt-daemon")]
+    assert alive == [], [_cmdline(p) for p in alive]
+    # the committed links were replaced, never followed
+    assert {p.name: p.read_bytes() for p in elsewhere.iterdir()} == before
+    assert not (out / "repro").is_symlink() and not (out / "findings.json").is_symlink()
     posted = _posted(fake, head)
     for secret in (token, token[::-1]):
         assert secret not in posted and secret not in log and secret not in summary
@@ -264,31 +313,155 @@ def test_single_mode_refuses_pull_request_target(tmp_path, fake):
     assert fake.writes() == []
 
 
-def test_a_sandboxed_process_cannot_read_the_token_holder(tmp_path):
-    """The sandbox's two fallbacks and its environment: whoever runs the PR's code, /proc/<this process>/environ
-    is closed to it and its environment holds nothing of the runner's."""
-    probe = "cat /proc/$PPID/environ >/dev/null 2>&1 && echo READABLE || echo CLOSED; env | cut -d= -f1 | sort"
+def _in_child(script: str, env: dict, tmp_path: Path, parent_shell: bool = False) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-c", script]
+    if parent_shell:  # a shell that stays the child's parent, holding what the step's shell would hold
+        cmd = ["/bin/sh", "-c", '"$0" -c "$1"; rc=$?; exit $rc', sys.executable, script]
+    return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env}, cwd=str(tmp_path),
+                          timeout=300)
+
+
+SANDBOX_PROBE = """
+import sys
+from dlci.github import sandbox as SB
+box = SB.Sandbox.create(SB.same_user("a test") if sys.argv[1:] == ["same"] else None)
+lines = []
+probe = ("cat /proc/$PPID/environ >/dev/null 2>&1 && echo HOLDER-READABLE || echo HOLDER-CLOSED; "
+         "grep -qa ghs_ /proc/[0-9]*/environ 2>/dev/null && echo TOKEN-SEEN || echo TOKEN-UNSEEN; "
+         "(setsid sh -c 'sleep 600' dlci-probe-daemon &); env | cut -d= -f1 | sort")
+box.run(["/bin/sh", "-c", probe], lines.append)
+left = box.kill_leftovers()
+box.remove()
+print(box.who.kind)
+print("\\n".join(lines))
+"""
+
+
+def test_a_sandboxed_scan_reads_no_token_passes_no_secret_and_leaves_no_process(tmp_path):
+    """The scan's uid (a transient one: root without a dlci-sandbox user here) cannot read the holder or the step's
+    shell; its environment is the allow-list; a daemon it starts in a new session does not survive it."""
+    if os.geteuid() != 0:
+        pytest.skip("a separate uid needs root")
     env = {"INPUT_TOKEN": "ghs_" + "x" * 36, "GITHUB_OUTPUT": str(tmp_path / "o"), "ACTIONS_RUNTIME_TOKEN": "t",
-           "GITHUB_ENV": str(tmp_path / "e"), "DLCI_SANDBOX_USER": "no-such-user-here"}
-    script = ("import sys\n"
-              "from dlci.github import sandbox as SB\n"
-              "assert SB.make_undumpable()\n"
-              "box = SB.Sandbox.create(SB.same_user('test') if sys.argv[1] == 'same' else None)\n"
-              "lines = []\n"
-              f"box.run(['/bin/sh', '-c', {probe!r}], lines.append)\n"
-              "box.remove()\n"
-              "print(box.who.why)\n"
-              "print('\\n'.join(lines))\n")
-    identities = ["same"] + (["other"] if os.geteuid() == 0 else [])
-    for which in identities:
-        proc = subprocess.run([sys.executable, "-c", script, which],
-                              capture_output=True, text=True, env={**os.environ, **env}, cwd=str(ROOT), timeout=300)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        lines = proc.stdout.splitlines()
-        assert "CLOSED" in lines and "READABLE" not in lines, proc.stdout
-        names = set(lines[2:])
-        assert not names & {"INPUT_TOKEN", "GITHUB_OUTPUT", "GITHUB_ENV", "ACTIONS_RUNTIME_TOKEN"}, names
-        assert {"PYTHONSAFEPATH", "HOME", "DLCI_UNTRUSTED"} <= names
+           "GITHUB_ENV": str(tmp_path / "e"), "DLCI_SANDBOX_USER": "no-such-user-here", "TF_API_KEY": "k1",
+           "DLCI_TOKEN_EXTRA": "k2", "TORCH_HUB_SECRET": "k3", "OMP_NUM_THREADS": "1", "MY_SETTING": "v",
+           "DLCI_PASS_ENV": "MY_SETTING", "DLCI_UNTRUSTED": "0", "PYTHONPATH": str(ROOT)}
+    script = "import dlci.github.sandbox as SB; SB.make_undumpable(); SB.become_subreaper()\n" + SANDBOX_PROBE
+    proc = _in_child(script, env, tmp_path, parent_shell=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "transient", lines
+    assert "HOLDER-CLOSED" in lines and "TOKEN-UNSEEN" in lines, lines
+    names = set(lines[3:])
+    assert not names & {"INPUT_TOKEN", "GITHUB_OUTPUT", "GITHUB_ENV", "ACTIONS_RUNTIME_TOKEN", "TF_API_KEY",
+                        "DLCI_TOKEN_EXTRA", "TORCH_HUB_SECRET", "DLCI_PASS_ENV"}, names
+    assert {"PYTHONSAFEPATH", "HOME", "DLCI_UNTRUSTED", "OMP_NUM_THREADS", "MY_SETTING"} <= names
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and "dlci-probe-daemon" in _cmdline(p)]
+
+
+def test_under_its_own_user_the_scans_orphans_come_back_and_die(tmp_path):
+    """The same-user case (the unprivileged job of the split): a daemon in a new session, its parent gone, is still
+    a descendant of the subreaper holder and is killed with the scan."""
+    script = "import dlci.github.sandbox as SB; SB.become_subreaper()\n" + SANDBOX_PROBE
+    proc = subprocess.run([sys.executable, "-c", script, "same"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=str(tmp_path), timeout=300)
+    assert proc.returncode == 0 and proc.stdout.splitlines()[0] == "same", proc.stderr[-2000:]
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and "dlci-probe-daemon" in _cmdline(p)]
+
+
+def test_no_separate_uid_and_a_reachable_token_is_refused_with_what_to_set_up(tmp_path):
+    """Where the PR's code would run as the token holder's user, dlci refuses (exit 2) unless nothing that user can
+    read holds a token and the runner is ephemeral; the message names the image, a separate user and the split. The
+    token is found in the step's shell (the parent), not only in dlci's own environment."""
+    script = ("import json\nfrom dlci.github import sandbox as SB\n"
+              "found = SB.reachable_secrets()\n"
+              "print(json.dumps([found, SB.refusal('this process is not root', found, 'auto'),"
+              " SB.refusal('x', [], 'auto'), SB.refusal('x', [], 'same-user'), SB.refusal('x', [], 'require')]))\n")
+    proc = _in_child(script, {"PYTHONPATH": str(ROOT), "SHELL_HELD": "ghp_" + "a" * 36}, tmp_path,
+                     parent_shell=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found, refused, no_token, opted_in, required = json.loads(proc.stdout)
+    assert any(f.startswith("SHELL_HELD (process ") for f in found), found  # the shell's copy, by its value
+    for text in (refused, no_token, required):
+        assert text and "refusing to run the pull request's code" in text
+        assert "uses: dlci/dlci@v1" in text and "useradd --system" in text and "dlci-post.yml" in text
+    assert "SHELL_HELD" in refused and "GitHub-hosted" in no_token
+    assert opted_in is None  # no token anywhere and the runner said to be ephemeral
+
+
+def test_a_revision_cannot_set_dlcis_own_settings_and_the_workers_keep_them(monkeypatch, tmp_path):
+    from dlci import cache
+    from dlci.config import Config, ConfigError
+    from dlci.exec.engine import worker_env
+    for name in ("DLCI_UNTRUSTED", "DLCI_CACHE_DIR", "dlci_untrusted_cache_dir"):
+        with pytest.raises(ConfigError, match=f"env.{name}"):
+            Config.parse(f"env: {{{name}: '0'}}")
+    monkeypatch.setenv(cache.UNTRUSTED_ENV, "1")
+    monkeypatch.setenv(cache.ENV, str(tmp_path))
+    monkeypatch.delenv(cache.UNTRUSTED_DIR_ENV, raising=False)
+    env = worker_env({cache.UNTRUSTED_ENV: "0", cache.ENV: "/elsewhere", cache.UNTRUSTED_DIR_ENV: "/x", "A": "b"})
+    assert env[cache.UNTRUSTED_ENV] == "1" and env[cache.ENV] == str(tmp_path) and env["A"] == "b"
+    assert cache.UNTRUSTED_DIR_ENV not in env
+
+
+# -- the output folder and what is read back -----------------------------------------------------------------------
+
+def test_an_output_folder_behind_a_link_is_refused_before_anything_is_written(tmp_path, fake):
+    from dlci import samples
+    repo, base, head = samples.build("tvm-elu-minimum", tmp_path / "repo")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (repo / "sub").symlink_to(elsewhere)
+    code, log, _, _ = run_action(tmp_path / "run", fake, pr_event(base, head),
+                                 {"mode": "plan", "repo-path": str(repo), "out": "sub/dlci-out"}, cwd=repo)
+    assert code == 2 and "lies behind a link" in log, log[-2000:]
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_report_mode_renders_what_intake_read_and_replaces_committed_links(tmp_path, fake):
+    """Links left in the output folder (a findings.json and a reproducer pointing at the runner's files) are removed,
+    never read or written through; the comment shows the artifact's own reproducer."""
+    head = "e" * 40
+    fake.add_pull(REPO, PR, head_sha=head, base_sha="a" * 40, head_repo="forker/tvm")
+    secret = tmp_path / "runner-secret"
+    secret.write_text("RUNNER_SECRET_" + secrets.token_hex(8))
+    shards = tmp_path / "dlci-results"
+    _artifact(shards, head)
+    out = tmp_path / "out"
+    (out / "repro").mkdir(parents=True)
+    (out / "repro" / "F001_tvm_from_fx_elu.py").symlink_to(secret)
+    (out / "findings.json").symlink_to(secret)
+    (out / "comment.md").symlink_to(secret)
+    code, log, outputs, summary = run_action(tmp_path / "run", fake, _workflow_run(head),
+                                             {"token": "ghs_app", "mode": "report", "shards-dir": str(shards),
+                                              "out": str(out)}, event_name="workflow_run")
+    assert code == 1, log[-3000:]
+    body = fake.comments_on(REPO, PR)[0].body
+    assert "print('REPRODUCED')" in body and secret.read_text() not in body + summary
+    assert secret.read_text().startswith("RUNNER_SECRET_")  # nothing written through the links
+    assert not any(p.is_symlink() for p in out.rglob("*"))
+
+
+@pytest.mark.parametrize("how", ["deep", "newline", "hardlink"])
+def test_malformed_results_exit_2_with_the_file_named(tmp_path, fake, how):
+    head = "f" * 40
+    fake.add_pull(REPO, PR, head_sha=head, base_sha="a" * 40, head_repo="forker/tvm")
+    shards = tmp_path / "dlci-results"
+    art = _artifact(shards, head, **({"repro": "repro/F001_tvm_from_fx_elu.py\n"} if how == "newline" else {}))
+    if how == "deep":
+        (art / "findings.json").write_text("[" * 100_000 + "]" * 100_000)
+    elif how == "hardlink":
+        outside = tmp_path / "runner-secret"
+        outside.write_text("RUNNER_SECRET")
+        script = art / "repro" / "F001_tvm_from_fx_elu.py"
+        script.unlink()
+        os.link(outside, script)
+    code, log, _, _ = run_action(tmp_path / "run", fake, _workflow_run(head),
+                                 {"token": "ghs_app", "mode": "report", "shards-dir": str(shards),
+                                  "out": str(tmp_path / "out")}, event_name="workflow_run")
+    assert code == 2 and "Traceback" not in log, log[-3000:]
+    assert "findings.json" in log or "F001_tvm_from_fx_elu.py" in log
+    assert fake.writes() == []
 
 
 def test_plan_mode_prints_the_pull_requests_file_names_with_workflow_commands_off(tmp_path, fake):

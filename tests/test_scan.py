@@ -219,3 +219,28 @@ def test_a_new_finding_whose_reproducer_fails_on_base_too_is_already_on_base(tmp
     assert both.new_in_pr is False and both.base["reproducer_fails_on_base"] and not is_new(both)
     assert head_only.new_in_pr is True and head_only.repro_passes_on_base is True
     assert crashes.new_in_pr is True and crashes.repro_passes_on_base is False
+
+
+def test_scan_works_on_the_repository_it_is_run_in_and_refuses_outside_one(tmp_path, monkeypatch):
+    """`dlci scan --base main --head pr` inside a repository scans that repository (here a docs-only change: nothing
+    to test, and the report names its revisions); outside any repository, exit 2 with what to give."""
+    repo = tmp_path / "proj"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "README.md").write_text("hello\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    git(repo, "checkout", "-q", "-b", "pr")
+    (repo / "README.md").write_text("hello again\n")
+    git(repo, "commit", "-q", "-am", "docs")
+    head = git(repo, "rev-parse", "HEAD")
+    (repo / "sub").mkdir()
+    monkeypatch.chdir(repo / "sub")
+    code, doc = scan(tmp_path, "--base", "main", "--head", "pr")
+    assert code == 0 and doc["pr"]["head"] == head and doc["pr"]["nothing_to_test"], doc.get("pr")
+    assert Path(doc["pr"]["repo"]).resolve() == repo.resolve()
+    outside = tmp_path / "not-a-repo"
+    outside.mkdir()
+    monkeypatch.chdir(outside)
+    assert main(["scan", "--base", "main", "--head", "pr", "--out", str(tmp_path / "o2")]) == EXIT_USAGE
+    assert main(["ops", "--base", "main", "--head", "pr"]) == EXIT_USAGE

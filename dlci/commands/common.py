@@ -58,6 +58,20 @@ class RunOptionsGroup:
                           progress=progress)
 
 
+def repository(path: str | None) -> Path:
+    """The repository a command works on: ``--repo`` when given, else the git repository the user stands in (as git,
+    pre-commit or pytest do); outside one, a usage error that says what to give (exit 2)."""
+    from dlci.diff import git
+    where = Path(path) if path else Path.cwd()
+    r = git.run(where, "rev-parse", "--show-toplevel", timeout=60) if where.is_dir() else None
+    if r is None or r.returncode != 0 or not r.stdout.strip():
+        if path:
+            raise UsageError(f"--repo {path} is not a git repository")
+        raise UsageError(f"{where} is not inside a git repository: run dlci in the repository to test, give --repo "
+                         "PATH, or --sample NAME for a bundled sample pull request (dlci scan --help lists them)")
+    return Path(r.stdout.strip()) if not path else where
+
+
 def split(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
@@ -87,7 +101,10 @@ def exit_code(report: Report, options: RunOptions) -> int:
             report.stats.get("per_target"):
         say("nothing ran: every target this run needs is a device target this runner lacks (see above); not a failure")
         return ExitCode.CLEAN
-    if report.stats.get("tests_run", 0) == 0 and not (report.pr or {}).get("nothing_to_test"):
+    pr = report.pr or {}
+    # no test ran, and nothing says why (nothing to test, a test gap, changed files that do not even import)
+    if report.stats.get("tests_run", 0) == 0 and not (pr.get("nothing_to_test") or pr.get("test_gap")
+                                                       or report.findings):
         say("error: no test ran (no selected target accepts these instances, or every worker failed to start)")
         return ExitCode.INTERNAL
     return ExitCode.FINDINGS if report.counted(options.fail_on) else ExitCode.CLEAN

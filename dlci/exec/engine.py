@@ -23,6 +23,7 @@ from typing import Callable, Iterable, Sequence
 import psutil
 
 import dlci.exec.protocol as protocol
+from dlci import cache
 from dlci.exec import interp
 from dlci.outcome import CRASH, INVALID, Outcome
 
@@ -92,6 +93,12 @@ def worker_env(overrides: dict | None = None) -> dict:
     env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     env["PYTHONUNBUFFERED"] = "1"  # a crash must not swallow what was printed just before it
     env.update({k: str(v) for k, v in (overrides or {}).items()})
+    # the trust mark and the cache roots are this process's, whatever a revision's environment says
+    for name in (cache.ENV, cache.UNTRUSTED_ENV, cache.UNTRUSTED_DIR_ENV, "DLCI_FORM_STORE"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+        else:
+            env.pop(name, None)
     # the revision's paths first (its code must win over an installed copy), then the job modules the parent can
     # import; dlci itself comes from its bootstrap (dlci.exec.interp), whatever a revision puts on the path
     prefixes = tuple(os.path.realpath(p) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})

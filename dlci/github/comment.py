@@ -10,7 +10,8 @@ pointer to the job summary and the artifact.
 """
 from __future__ import annotations
 
-from pathlib import Path
+import functools
+import re
 
 from dlci.findings import attribution
 from dlci.report import policy_note
@@ -21,7 +22,9 @@ COMMENT_LIMIT = 65_536
 REPRO_INLINE_LIMIT = 6_000  # characters of one reproducer shown inline at most
 
 
+@functools.lru_cache(maxsize=None)
 def _env():
+    """One environment per process: its templates are read once (the action reads them before any scan runs)."""
     import jinja2
     env = jinja2.Environment(loader=jinja2.PackageLoader("dlci", "templates"), autoescape=False,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
@@ -86,16 +89,17 @@ def verdict_line(doc: dict) -> str:
     return ":white_check_mark: dlci: no bug found in the operators this PR touches"
 
 
-def render(doc: dict, out_dir: Path, *, details_url: str | None = None, version: str = "") -> str:
-    """The comment body for a findings document (reproducers read from ``out_dir``), within GitHub's limit."""
+def render(doc: dict, scripts: dict[str, bytes] | None = None, *, details_url: str | None = None,
+           version: str = "") -> str:
+    """The comment body for a findings document, within GitHub's limit. ``scripts``: the reproducers' bytes by the
+    path the findings name, as :mod:`dlci.report.intake` returned them (never read again from a folder)."""
     pr = doc.get("pr") or {}
     stats = doc["stats"]
     touched = pr.get("touched") or []
     findings = []
     for f in doc["findings"]:
-        text = None
-        if f.get("repro") and (Path(out_dir) / f["repro"]).is_file():
-            text = (Path(out_dir) / f["repro"]).read_text(encoding="utf-8", errors="replace")
+        data = (scripts or {}).get(f.get("repro") or "")
+        text = data.decode("utf-8", errors="replace") if data is not None else None
         findings.append({**f, "selected_by": _selected_by(f, touched), "base_note": _base_note(f),
                          "bisect_note": _bisect_note(f), "full_repro": text})
     skipped = []
@@ -143,7 +147,33 @@ def render(doc: dict, out_dir: Path, *, details_url: str | None = None, version:
                             reach, fixes)
         if len(body) <= COMMENT_LIMIT:
             return body
-    return body[:COMMENT_LIMIT - 200] + "\n\n_(cut to fit GitHub's comment limit; see the job summary)_\n"
+    return cut(body, COMMENT_LIMIT - 200) + "\n\n_(cut to fit GitHub's comment limit; see the job summary)_\n"
+
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def cut(markdown: str, limit: int) -> str:
+    """``markdown`` cut to at most ``limit`` characters at the end of a paragraph outside any fenced block: a code
+    span cannot run over a blank line, so nothing is left open that would turn escaped text (a mention inside code)
+    live."""
+    if len(markdown) <= limit:
+        return markdown
+    best, size, fence = 0, 0, None
+    for line in markdown.splitlines(keepends=True):
+        if size + len(line) > limit:
+            break
+        size += len(line)
+        m = _FENCE.match(line)
+        if fence is None and m:
+            fence = m.group(1)
+        elif fence is not None and m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) \
+                and not line.strip().strip(fence[0]):
+            fence = None
+            best = size
+        elif fence is None and not line.strip():
+            best = size
+    return markdown[:best].rstrip("\n") + "\n"
 
 
 def _render_once(doc, findings, flaky, skipped, repro_limit, max_findings, details_url, version, reach=(),

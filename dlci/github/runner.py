@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SUMMARY_LIMIT = 1024 * 1024  # GitHub's job-summary limit per step
-_SHA = re.compile(r"^[0-9a-f]{40}$")
+_SHA = re.compile(r"^[0-9a-f]{40}\Z")  # \Z: `$` would accept a trailing newline
 
 
 class EventError(Exception):
@@ -63,6 +63,8 @@ def read_event() -> tuple[str, dict]:
         raise EventError(f"cannot read the event file {path}: {e}") from None
     except ValueError as e:
         raise EventError(f"the event file {path} is not valid JSON: {e}") from None
+    except RecursionError:
+        raise EventError(f"the event file {path} is nested too deeply to be an event") from None
     if not isinstance(payload, dict):
         raise EventError(f"the event file {path} does not hold a JSON object")
     return name, payload

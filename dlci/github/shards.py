@@ -120,19 +120,14 @@ def plan(touches, runners: dict[str, list[str]], wanted: set[str] | None = None)
             "unrouted": [{"reason": r, "touches": sorted(set(v))[:20]} for r, v in unrouted.items()]}
 
 
-def merge(shard_dirs: list[Path], out: Path, results: list | None = None) -> Report:
-    """Merge the shards' results into one report under ``out`` (reproducers copied and renumbered). The same
-    signature from several runner kinds is one finding listing the kinds.
-
-    Each shard folder is untrusted (a shard ran the pull request's code; a fork uploads its own artifact): it is
-    read through :mod:`dlci.report.intake` (``results``: folders already read that way), and only what passed
-    is written under ``out``."""
+def merge(results: list) -> tuple[Report, dict[str, bytes]]:
+    """Merge the shards' results (each read through :mod:`dlci.report.intake`: a shard ran the pull request's code,
+    and a fork uploads its own artifact) into one report and its reproducers (path -> bytes, renumbered): nothing is
+    read again from the shard folders, and the caller writes the output. The same signature from several runner
+    kinds is one finding listing the kinds."""
     from dlci.report import intake
-    results = list(results) if results is not None else [intake.read_results(d) for d in shard_dirs]
     if not results:
-        raise FileNotFoundError(f"no findings.json in any shard under {', '.join(map(str, shard_dirs)) or '-'}")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "repro").mkdir(exist_ok=True)
+        raise FileNotFoundError("no shard results to merge")
     kinds = {r.shard.get("kind", "") for r in results}
     findings, by_sig = [], {}
     stats = {"tests_run": 0, "tests_valid": 0, "seconds": 0.0, "per_target": {}, "flaky": [], "shards": []}
@@ -162,17 +157,16 @@ def merge(shard_dirs: list[Path], out: Path, results: list | None = None) -> Rep
             f["test_style_repro"] = ""  # not carried over: the merged artifact holds the scripts it lists
             by_sig[f["signature"]] = f
             findings.append(f)
+    scripts: dict[str, bytes] = {}
     for n, f in enumerate(findings, start=1):
         f["id"] = f"F{n:03d}"
         script = f.pop("_script", None)
         if script is not None:
-            dest = out / "repro" / f"{f['id']}_{intake.script_name(f['repro']).split('_', 1)[-1]}"
-            dest.unlink(missing_ok=True)  # never write through a link left in the output folder
-            dest.write_bytes(script)
-            f["repro"] = str(dest.relative_to(out))
+            f["repro"] = f"repro/{f['id']}_{intake.script_name(f['repro']).split('_', 1)[-1]}"
+            scripts[f["repro"]] = script
         else:
             f["repro"] = ""
-    return Report(findings=[Finding.from_dict(f) for f in findings], stats=stats, pr=pr)
+    return Report(findings=[Finding.from_dict(f) for f in findings], stats=stats, pr=pr), scripts
 
 
 def _merge_pr(acc: dict | None, pr: dict | None) -> dict | None:

@@ -34,7 +34,7 @@ __all__ = ["GraphError", "Value", "Node", "Graph", "graph_instance", "graph_of",
 
 DEFAULT_OPSET = 18  # what every target of the pinned stack imports (TVM's ONNX frontend, OpenVINO, ORT)
 SPEC_VERSION = 1
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]*$")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]*\Z")
 
 
 class GraphError(ValueError):

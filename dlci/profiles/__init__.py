@@ -89,6 +89,30 @@ def analyse(repo: GitRepo, only: list[str] | None = None) -> Analysis:
     return result
 
 
+def mapped_by(repo: GitRepo, path: str, names: list[str]) -> list[Touch]:
+    """The operators the base revision's ``path`` maps, by the profiles ``names``: what deleting the file would
+    select (a file that no longer parses or imports at head breaks every one of them)."""
+    from dlci.diff import FileChange, Hunk
+    registry()
+    text = repo.text(path, "base")
+    if text is None:
+        return []
+    n = len(text.splitlines())
+    change = FileChange(path=path, old_path=path, status="deleted", removed=list(range(1, n + 1)),
+                        hunks=[Hunk(1, n, 0, 0)])
+    diff = Diff(repo=repo.last_diff.repo if getattr(repo, "last_diff", None) else str(repo.path), base=repo.base,
+                base_ref=repo.base, head=repo.head, files=[change])
+    view = _WithoutFile(repo, path)
+    out, seen = [], set()
+    for name in names:
+        for t in PROFILES[name].analyse(view, diff).touches:
+            key = (t.operator, t.namespace, t.targets)
+            if key not in seen:
+                seen.add(key)
+                out.append(t if t.profile else Touch(**{**t.to_dict(), "profile": name}))
+    return out
+
+
 class _AtRevision:
     """The repository read at another revision: what a profile's ``detect`` asks of "head" is answered at ``rev``."""
 
@@ -142,3 +166,26 @@ def registry() -> dict[str, Profile]:
         if not mod.name.startswith("_") and mod.name != "base":
             importlib.import_module(f"dlci.profiles.{mod.name}")
     return PROFILES
+
+
+class _WithoutFile(_AtRevision):
+    """The repository with one file gone at head (what :func:`mapped_by` asks the profiles about)."""
+
+    def __init__(self, repo: GitRepo, path: str):
+        super().__init__(repo, "head")
+        self._gone = path
+
+    def exists(self, relpath: str, rev: str = "head") -> bool:
+        return not (rev == "head" and relpath == self._gone) and self._repo.exists(relpath, rev)
+
+    def text(self, relpath: str, rev: str = "head") -> str | None:
+        return None if rev == "head" and relpath == self._gone else self._repo.text(relpath, rev)
+
+    def blob(self, relpath: str, rev: str = "head") -> bytes | None:
+        return None if rev == "head" and relpath == self._gone else self._repo.blob(relpath, rev)
+
+    def files(self, rev: str = "head") -> list[str]:
+        return [f for f in self._repo.files(rev) if not (rev == "head" and f == self._gone)]
+
+    def glob(self, pattern: str, rev: str = "head") -> list[str]:
+        return [f for f in self._repo.glob(pattern, rev) if not (rev == "head" and f == self._gone)]

@@ -19,10 +19,11 @@ import ast
 import re
 import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterable
 
 from dlci.diff.regions import blank_cpp as _blank_cpp
-from dlci.profiles.base import ProfileResult, Touch
+from dlci.profiles.base import SMOKE, ProfileResult, Touch
 
 IDENT = re.compile(r"[A-Za-z_]\w*")
 
@@ -877,7 +878,14 @@ def analyse_python(sel: Selector, repo, diff, tables: PyTables, match: Callable[
             base_pf = pf if side == "base" else other
             for c in py_changed(ch, side, head_pf, base_pf, repo.text(path, side), skip=used):
                 if not c.names:
-                    sel.unmapped(c.file, c.line, None, "module-level change that no registration covers")
+                    # module-level code runs when the file is imported, before any of its converters: a smoke test
+                    # of what the file registers (the scan also imports the file at both revisions)
+                    rows = pf.rows if side == "head" else []
+                    if not rows:
+                        sel.unmapped(c.file, c.line, None, "module-level change that no registration covers")
+                    for entry in rows:
+                        sel.touch(entry, c.file, c.line, f"{SMOKE} at line {c.line} (smoke test of what "
+                                                         f"{Path(path).name} registers)")
                     continue
                 if c.names[0] in gone:
                     continue

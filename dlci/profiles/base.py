@@ -12,6 +12,9 @@ from pathlib import Path
 from dlci.diff import Diff, GitRepo
 
 
+SMOKE = "module-level change"  # how a touch selected by module-level code (a smoke test of the file) starts
+
+
 @dataclass(frozen=True)
 class Touch:
     """One operator reached by a change."""
@@ -28,7 +31,12 @@ class Touch:
     def indirect(self) -> bool:
         """Reached through a changed helper, library op or per-graph code, not by its own converter or map entry
         (a helper shared by hundreds of converters must not crowd out the entry the PR edited)."""
-        return self.why.startswith(("helper ", "library op ")) or "runs for every graph" in self.why
+        return self.why.startswith(("helper ", "library op ", SMOKE)) or "runs for every graph" in self.why
+
+    @property
+    def smoke(self) -> bool:
+        """Selected only because module-level code of its file changed: a few of its tests are enough."""
+        return self.why.startswith(SMOKE)
 
     def to_dict(self) -> dict:
         return asdict(self)

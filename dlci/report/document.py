@@ -69,20 +69,25 @@ class Report:
             raise ReportError(f"{path} is not JSON: {e}") from None
         return cls.from_dict(doc, str(path))
 
-    def write(self, out: str | os.PathLike, markdown: Callable[[dict], str] | None = None) -> None:
-        """findings.json (atomically: readers never see half a file) and report.md into ``out``."""
+    def files(self, markdown: Callable[[dict], str] | None = None) -> dict[str, bytes]:
+        """findings.json and report.md as bytes, redacted (no token ever lands in a file)."""
         from dlci.report import render_markdown
         from dlci import redact
+        doc = redact.data(json.loads(json.dumps(self.to_dict(), default=str)))
+        return {FILE: (json.dumps(doc, indent=2) + "\n").encode("utf-8", "backslashreplace"),
+                "report.md": redact.text((markdown or render_markdown)(doc)).encode("utf-8", "backslashreplace")}
+
+    def write(self, out: str | os.PathLike, markdown: Callable[[dict], str] | None = None) -> None:
+        """findings.json (atomically: readers never see half a file) and report.md into ``out``."""
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        doc = redact.data(json.loads(json.dumps(self.to_dict(), default=str)))  # no token ever lands in a file
+        files = self.files(markdown)
         tmp = out / (FILE + ".tmp")
         for path in (tmp, out / "report.md"):  # replaced, never written through a link left there
             path.unlink(missing_ok=True)
-        tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8", errors="backslashreplace")
+        tmp.write_bytes(files[FILE])
         os.replace(tmp, out / FILE)
-        (out / "report.md").write_text(redact.text((markdown or render_markdown)(doc)), encoding="utf-8",
-                                       errors="backslashreplace")
+        (out / "report.md").write_bytes(files["report.md"])
 
     # -- policy -------------------------------------------------------------------------------------------------
     def counted(self, policy: str) -> int:

@@ -35,9 +35,10 @@ MAX_VALUES = 2_000_000          # JSON values in one document
 MAX_STRING = 200_000            # characters of any one string
 MAX_FINDINGS = 5_000
 
-REPRO_PATH = r"^repro/[A-Za-z0-9_][A-Za-z0-9_.+-]{0,200}\.py$"
-TEST_STYLE_PATH = r"^repro/tests/[A-Za-z0-9_][A-Za-z0-9_.+-]{0,200}\.py$"
-KIND = r"^[A-Za-z0-9_.+-]{1,100}$"
+# anchored with \Z: a `$` would accept a trailing newline (JSON Schema's pattern is Python's re.search here)
+REPRO_PATH = r"^repro/[A-Za-z0-9_][A-Za-z0-9_.+-]{0,200}\.py\Z"
+TEST_STYLE_PATH = r"^repro/tests/[A-Za-z0-9_][A-Za-z0-9_.+-]{0,200}\.py\Z"
+KIND = r"^[A-Za-z0-9_.+-]{1,100}\Z"
 
 
 class IntakeError(ReportError):
@@ -61,7 +62,7 @@ FINDING = {
     "type": "object",
     "required": ["id", "oracle", "operator", "target", "symptom", "signature"],
     "properties": {
-        "id": {"type": "string", "pattern": r"^[A-Za-z0-9_.-]{1,40}$"},
+        "id": {"type": "string", "pattern": r"^[A-Za-z0-9_.-]{1,40}\Z"},
         "oracle": _NAME, "operator": _NAME, "target": _NAME, "target_version": _opt(_NAME), "symptom": _TEXT,
         "stage": _opt(_NAME), "signature": _TEXT, "message": _LONG, "traceback": _LONG, "log": _LONG,
         "instance_id": _NAME, "origin": _opt(_OBJ), "distance": _opt(_OBJ),
@@ -158,6 +159,8 @@ def read_file(root: Path, relative: str, limit: int) -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise IntakeError(f"{root}/{relative} is not a regular file")
+        if st.st_nlink != 1:  # a hard link to a file elsewhere (the runner's) is that file
+            raise IntakeError(f"{root}/{relative} has {st.st_nlink} hard links (refused: only a file of its own)")
         if st.st_size > limit:
             raise IntakeError(f"{root}/{relative} is {st.st_size} bytes, over the {limit}-byte cap")
         chunks, size = [], 0
@@ -222,6 +225,8 @@ def parse(data: bytes, origin: str, schema: dict = SCHEMA):
         doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise IntakeError(f"{origin} is not UTF-8 JSON: {str(e)[:200]}") from None
+    except RecursionError:
+        raise IntakeError(f"{origin}: nested deeper than {MAX_DEPTH} levels") from None
     _check_shape(doc, origin)
     _validate(doc, schema, origin)
     return doc
@@ -263,6 +268,6 @@ def read_results(folder: str | os.PathLike, *, scripts: bool = True) -> Results:
 
 def script_name(relative: str) -> str:
     """The file name of a validated reproducer path."""
-    if not (re.match(REPRO_PATH, relative) or re.match(TEST_STYLE_PATH, relative)):
+    if not (re.search(REPRO_PATH, relative) or re.search(TEST_STYLE_PATH, relative)):
         raise IntakeError(f"{relative!r} is not a reproducer path")
     return relative.rsplit("/", 1)[-1]

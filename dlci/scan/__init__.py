@@ -26,7 +26,7 @@ from dlci.report.document import Report
 from dlci import directed
 from dlci.directed import Search
 from dlci.errors import InfrastructureError
-from dlci.scan import attribution, coverage, selection
+from dlci.scan import attribution, coverage, imports, selection
 
 DEFAULT_BUDGET = 240.0  # a scan of a pull request should be done in about four minutes on two cores
 @dataclass
@@ -52,11 +52,87 @@ def scan(req: ScanRequest) -> Report:
 
 
 def _scan(req: ScanRequest) -> Report:
-    from dlci import operators, profiles
-    from dlci.checkout import Checkout
-    from dlci.diff import GitRepo
+    """The scan's stages, in order; each reads what the earlier ones left in ``pull`` (the pull request as read)
+    and returns what the later ones need."""
+    pull = read_pull_request(req)                         # diff, policy from base, profiles -> touched operators
+    chosen = select_tests(pull)                           # targets and the operators' instances, or why none
+    if chosen.nothing is not None and not selection.converter_files(pull.analysis):
+        return report_nothing_to_test(pull, chosen)
+    with Revisions(pull) as revisions:
+        broken = check_imports(pull, chosen, revisions)  # changed converter files imported at head (and base)
+        if chosen.nothing is not None:
+            return report_nothing_to_test(pull, chosen, revisions, broken)
+        tested = test_head(pull, chosen, revisions)       # operators' tests, directed search, fuzz share on head
+        findings = None
+        try:
+            findings = attribute_on_base(pull, tested, revisions)  # new in the PR, already on base, fixed by it
+            reduce_findings(pull, tested, findings, revisions)     # smallest failing instances
+            return write_report(pull, tested, findings, revisions, broken)  # reproducers, report, since when
+        except BaseException:
+            # budget, cancellation or an internal error: what was gathered is written before anything else
+            tested.campaign.interrupted = True
+            stages.report(tested.campaign, findings or stages.collect(tested.campaign), pr=pull.pr).write(pull.out)
+            raise
 
-    t0 = time.time()
+
+# -- what the stages pass on ----------------------------------------------------------------------------------------
+
+@dataclass
+class PullRequest:
+    """The pull request as read: its diff, the policy that applies, what the profiles made of it, the run's options
+    and clock, and the ``pr`` section of the report that every stage adds to."""
+    req: ScanRequest
+    repo: object                  # dlci.diff.GitRepo
+    config: Config                # the base revision's policy with the head revision's build keys
+    base_config: Config
+    options: RunOptions
+    clock: Clock
+    analysis: object              # dlci.profiles.Analysis
+    pr: dict
+    started: float
+
+    @property
+    def out(self) -> Path:
+        return self.options.out
+
+    @property
+    def say(self) -> Callable[[str], None]:
+        return self.options.progress
+
+
+@dataclass
+class Selection:
+    """What to test: targets, per canonical operator the targets its instances go to, the instances, the fuzz
+    share; or ``nothing``: why there is nothing to test."""
+    chosen: dict = dataclasses.field(default_factory=dict)
+    want: dict = dataclasses.field(default_factory=dict)
+    instances: list = dataclasses.field(default_factory=list)
+    fuzz: object = None
+    nothing: str | None = None
+    untested_change: bool = False  # ``nothing`` while the touched operators are left untested: never a clean run
+
+    def route(self, inst) -> set[str]:
+        from dlci import operators
+        return {x for c in operators.instance_ops(inst.op) & self.want.keys() for x in self.want[c]}
+
+
+@dataclass
+class HeadRun:
+    """What testing the head revision left: the campaign, the converter files traced, the directed search."""
+    campaign: Campaign
+    chosen: Selection
+    converter_files: list
+    search: object                # dlci.directed.Search or None
+    coverage_cache: object
+
+
+# -- 1. the pull request ---------------------------------------------------------------------------------------------
+
+def read_pull_request(req: ScanRequest) -> PullRequest:
+    """Diff (merge base..head), the configuration of both revisions, the profiles' analysis (ops.json)."""
+    from dlci import profiles
+    from dlci.diff import GitRepo
+    started = time.time()
     say = req.options.progress
     out = req.options.out
     out.mkdir(parents=True, exist_ok=True)
@@ -90,174 +166,346 @@ def _scan(req: ScanRequest) -> Report:
     if policy_changed:
         pr["policy_changed"] = policy_changed
         say(f"this PR changes {CONFIG_FILE}'s policy ({', '.join(policy_changed)}): the base revision's is used")
+    return PullRequest(req, repo, config, base_config, options, clock, analysis, pr, started)
 
-    def nothing_to_test(reason: str) -> Report:
-        pr["nothing_to_test"] = reason
-        stats = {"tests_run": 0, "tests_valid": 0, "seconds": round(time.time() - t0, 2), "per_target": {},
-                 "operators": 0, "instances": 0,
-                 **({"targets_not_on_runner": pr["targets_not_on_runner"]} if pr.get("targets_not_on_runner") else {})}
-        report = Report(findings=[], stats=stats, pr=pr)
-        report.write(out)
-        say(f"nothing to test: {reason}")
-        return report
 
+# -- 2. what to test -------------------------------------------------------------------------------------------------
+
+def select_tests(pull: PullRequest) -> Selection:
+    """The targets the touched converters reach, the operators' instances routed to them, the fuzz share; or why
+    there is nothing to test (a touched operator without material is a test gap, said as such)."""
+    from dlci import operators, sources
+    from dlci.sources.selection import gather
+    analysis, config, req, pr = pull.analysis, pull.config, pull.req, pull.pr
     fuzz = selection.fuzz_share(analysis, config, req.targets, share=req.fuzz_share)
     if fuzz is not None:
         pr["fuzz"] = fuzz.describe()
     if not analysis.touches and fuzz is None:
-        return nothing_to_test("the diff touches no operator converter that a profile recognises")
-
+        return Selection(nothing="the diff touches no operator converter that a profile recognises")
     chosen, want = _targets(analysis, config, req, pr) if analysis.touches else ({}, {})
     if not chosen and fuzz is None and pr.get("targets_not_on_runner"):
-        return nothing_to_test(f"the touched code is reached by target(s) "
-                               f"{', '.join(sorted(pr['targets_not_on_runner']))}, which need a device this runner "
-                               "does not have (a runner pool's gpu shard tests them)")
+        return Selection(nothing=f"the touched code is reached by target(s) "
+                                 f"{', '.join(sorted(pr['targets_not_on_runner']))}, which need a device this runner "
+                                 "does not have (a runner pool's gpu shard tests them)")
     if not chosen and fuzz is None:
-        return nothing_to_test(f"the touched converters are reached by target(s) "
-                               f"{', '.join(sorted({x for t in analysis.touches for x in t.targets})) or '-'}, "
-                               "none of which is installed or selected here")
+        return Selection(nothing=f"the touched converters are reached by target(s) "
+                                 f"{', '.join(sorted({x for t in analysis.touches for x in t.targets})) or '-'}, "
+                                 "none of which is installed or selected here")
     pr["operators"] = sorted(want)
-    from dlci import sources
-    from dlci.sources.selection import gather
+    sel = Selection(chosen=chosen, want=want, fuzz=fuzz)
     frameworks = {f for t in chosen.values() for f in t.frameworks}
-    instances = gather(options.sources or sources.PR_SOURCES, sorted(want), limit_per_op=options.limit_per_op,
-                       frameworks=frameworks, progress=say, canonical=True) if want else []
-
-    def route(inst):
-        return {x for c in operators.instance_ops(inst.op) & want.keys() for x in want[c]}
-
+    instances = gather(pull.options.sources or sources.PR_SOURCES, sorted(want),
+                       limit_per_op=pull.options.limit_per_op, frameworks=frameworks, progress=pull.say,
+                       canonical=True) if want else []
     # only what reaches a chosen target (a source's instances of related operators go nowhere): the plan's order,
     # its diversity and the first case of each variant kind are then about the tests that run
-    instances = [i for i in instances if any(i.framework in chosen[t].frameworks for t in route(i) & chosen.keys())]
-    pr["instances_selected"] = len(instances)
+    sel.instances = _smoke_only_few([i for i in instances if any(i.framework in chosen[t].frameworks
+                                                                 for t in sel.route(i) & chosen.keys())],
+                                    analysis.touches)
+    pr["instances_selected"] = len(sel.instances)
     # a touched operator no instance stands for is a gap in the test material, said as such (a neutral check),
     # never "nothing to test"
-    covered = {c for i in instances for c in operators.instance_ops(i.op)}
+    covered = {c for i in sel.instances for c in operators.instance_ops(i.op)}
     without = sorted(c for c in want if c not in covered)
     if without:
         pr["operators_without_material"] = without
-    if not instances and want:
+    if not sel.instances and want:
         pr["test_gap"] = (f"no migrated instance exists for the touched operator(s) {', '.join(without[:20])}"
                           + (f" and {len(without) - 20} more" if len(without) > 20 else ""))
-    if not instances and fuzz is None:
-        report = nothing_to_test(pr["test_gap"] if want else "no migrated instance of the touched operators")
-        pr["nothing_to_test"] = None  # not a clean run: untested changed code (dlci.report.verdict says so)
-        report.write(out)
-        return report
+    if not sel.instances and fuzz is None:
+        sel.nothing = pr["test_gap"] if want else "no migrated instance of the touched operators"
+        sel.untested_change = True
+    return sel
 
-    profiles_here = [profiles.PROFILES[n] for n in analysis.profiles]
-    workdir = Path(tempfile.mkdtemp(prefix="dlci-scan-"))
-    checkouts: dict[str, Checkout] = {}
-    try:
-        say(f"checking out head {repo.head[:12]} (git worktree)")
-        head = checkouts["head"] = Checkout.create(repo.path, repo.head, workdir, "head")
-        head.prepare(config, profiles_here)
-        defaults = selection.runtime_defaults(analysis.profiles)
-        head_env = head.env(config, *defaults)
-        converter_files = selection.converter_files(analysis)
-        trace = tuple(str((head.path / f).resolve()) for f in converter_files)
-        python_path = config.python_path if config.python_path is not None else list(defaults[0])
-        prove_checkout(head, converter_files, python_path, head_env, ".dlci.yml")
-        search = Search.of(repo, converter_files, analysis.touches, head.path) \
-            if converter_files and req.directed else None
-        cache = coverage.CoverageCache()
-        say(f"{len(instances)} instances of {len({i.op for i in instances})} operators -> "
-            f"{', '.join(chosen)}; budget {options.budget:.0f} s")
 
-        campaign = Campaign({i.id: i for i in instances}, {**chosen, **(fuzz.targets if fuzz else {})},
-                            not_on_runner=dict(pr.get("targets_not_on_runner") or {}),
-                            preferred_ops=list(dict.fromkeys(c for t in analysis.touches
-                                                             for c in operators.canonical(t.operator, t.namespace))))
-        tests = stages.plan(instances, campaign.targets, route=route,
-                            order=coverage.edited_lines_first(repo, converter_files, cache, first_ops=_direct_ops(
-                                analysis.touches)))
-        (out / "repro").mkdir(parents=True, exist_ok=True)
-        findings: list = []
-        base_env = None
-        try:
-            clock.testing_starts()
-            with open_engine(options, campaign.targets, env=head_env) as engine:
-                # the operators' own tests first; the directed search while changed code is left unreached; the
-                # fuzz share's graphs after them, in what is left
-                end = clock.tests_until if fuzz is None else \
-                    time.monotonic() + (1 - fuzz.share) * (clock.tests_until - time.monotonic())
-                if tests:
-                    until = end if search is None else time.monotonic() + (1 - directed.SHARE) * (
-                        end - time.monotonic())
-                    execute(campaign, tests, engine, options, trace_files=trace,
-                            until=until, hard_until=clock.hard, watch=search.watch() if search else (),
-                            reaches_change=coverage.reach_test(head.path, converter_files, repo))
-                if search is not None and not campaign.interrupted and time.monotonic() < end - 5:
-                    _directed(campaign, search, engine, options, trace, end, clock, route, chosen, say)
-                if fuzz is not None and not campaign.interrupted:
-                    _fuzz(campaign, fuzz, engine, options, clock, say)
-            findings = _fold_graph_duplicates(stages.collect(campaign))
-            reach = coverage.reach_test(head.path, converter_files, repo)
-            reaching = _diverse([key for key, cov in campaign.coverage.items() if reach(cov)], campaign)
-            if (findings or campaign.unsupported or reaching) and not campaign.interrupted:
-                say(f"re-running {len(findings)} finding(s), {len(campaign.unsupported)} unsupported "
-                    f"operator(s) and {min(len(reaching), attribution.FIXED_PROBES)} passing test(s) of the changed "
-                    f"code on the base revision {repo.base[:12]}")
-                base = checkouts["base"] = Checkout.create(repo.path, repo.base, workdir, "base")
-                base_build = config.with_build_of(base_config)  # the base builds and imports as its own file says
-                base.prepare(base_build, profiles_here)
-                base_env = base.env(base_build, *defaults)
-                prove_checkout(base, [f for f in converter_files if (base.path / f).is_file()],
-                               base_build.python_path if base_build.python_path is not None else list(defaults[0]),
-                               base_env, f"{CONFIG_FILE} of the base revision")
-                findings = attribution.attribute(findings, campaign, options, base_env, clock.post(0.45), head_env) \
-                    if findings else []
-                attribution.relabel_support_crashes(findings)
-                findings += attribution.support_removed(campaign, options, base_env, head_env, clock.post(0.55))
-                findings = attribution.fold(findings)
-                findings = _without_old_graph_findings(findings, pr)
-                _no_environment_failure(campaign, findings)
-                fixed = attribution.fixed_in_pr(campaign, options, base_env, reaching, clock.post(0.6))
-                if fixed:
-                    pr["fixed"] = fixed
-                for f in findings:
-                    cov = [campaign.coverage.get((iid, f.target), {}) for iid in f.instances]
-                    f.reaches_change = coverage.reaches(cov, head.path, converter_files, repo) \
-                        if converter_files else None
-                if fixed:  # a fix that left failures of the code it changed: listed beside what it fixed
-                    pr["still_failing"] = [{"operator": f.operator, "target": f.target, "symptom": f.symptom,
-                                            "signature": f.signature} for f in findings
-                                           if f.new_in_pr is False and f.reaches_change]
-            findings.sort(key=lambda f: not is_new(f))  # what the PR broke first: reduced and reproduced first
-            if options.reduce and findings and not campaign.interrupted:
-                with open_engine(options, campaign.targets, env=head_env) as engine:
-                    stages.reduce(findings, campaign, engine, options, until=clock.post(0.75),
-                                  hard_until=clock.hard)
-            pr["coverage"] = coverage.summary(campaign, head.path, converter_files, repo, cache)
-            if search is not None:
-                pr["directed"] = search.summary(campaign, _skeleton_writer(out))
-            pr["head_run"] = head.run_hint(head_env)
-            if base_env is not None:
-                pr["base_run"] = checkouts["base"].run_hint(base_env)
-            report = publish(campaign, findings, options, env=head_env, pr=pr, until=clock.post(0.85),
-                             hard_until=clock.hard)
-            if options.check_repros and base_env is not None:
-                attribution.check_on_base([f for f in report.findings if is_new(f)], options, base_env,
-                                          until=clock.hard)
-            if report.findings and not campaign.interrupted:
-                report.write(out)  # the scan's results are safe before bisection (its own budget) starts
-                bisected = _bisect(req.bisect, report.findings, repo, config, profiles_here, defaults, out, say)
-                if bisected:
-                    pr["bisect"] = bisected
-        except BaseException:
-            # budget, cancellation or an internal error: what was gathered is written before anything else
-            campaign.interrupted = True
-            stages.report(campaign, findings or stages.collect(campaign), pr=pr).write(out)
-            raise
-        pr["known_issues_matched"] = sum(1 for f in report.findings if f.known)
-        report.stats["setup_seconds"] = round(clock.setup_seconds, 1)  # diff, sources, checkouts: before testing
-        report.stats["seconds"] = round(time.time() - t0, 2)
-        report.write(out)
-        return report
-    finally:
-        for c in checkouts.values():
+SMOKE_INSTANCES = 2  # instances per operator that only a module-level change of its file selected
+
+
+def _smoke_only_few(instances: list, touches) -> list:
+    """A module-level change selects every operator its file registers (a smoke test: dlci.profiles.base.SMOKE);
+    those no other change selected keep their first few instances, so the operators the PR edited keep the budget."""
+    from dlci import operators
+    smoke = {c for t in touches if t.smoke for c in operators.canonical(t.operator, t.namespace)}
+    smoke -= {c for t in touches if not t.smoke for c in operators.canonical(t.operator, t.namespace)}
+    if not smoke:
+        return instances
+    kept, count = [], {}
+    for inst in instances:
+        ops = operators.instance_ops(inst.op)
+        if ops and ops <= smoke:
+            key = min(ops)
+            count[key] = count.get(key, 0) + 1
+            if count[key] > SMOKE_INSTANCES:
+                continue
+        kept.append(inst)
+    return kept
+
+
+def report_nothing_to_test(pull: PullRequest, chosen: Selection, revisions: "Revisions | None" = None,
+                           broken: list | None = None) -> Report:
+    """The report of a scan that ran no operator test: clean when nothing was touched, a test gap (never clean)
+    when the touched operators have no material; with the changed converter files that no longer import
+    (``broken``), which is never "nothing to test"."""
+    pr, reason = pull.pr, chosen.nothing or "every operator the change selected is in a file that does not import"
+    pr["nothing_to_test"] = None if chosen.untested_change or broken else reason
+    stats = {"tests_run": 0, "tests_valid": 0, "seconds": round(time.time() - pull.started, 2), "per_target": {},
+             "operators": 0, "instances": 0,
+             **({"targets_not_on_runner": pr["targets_not_on_runner"]} if pr.get("targets_not_on_runner") else {})}
+    report = Report(findings=[], stats=stats, pr=pr)
+    if broken:
+        _add_import_findings(report, broken, pull, revisions)
+    report.write(pull.out)
+    pull.say(f"nothing to test: {reason}" if not broken else f"{len(broken)} changed file(s) do not import")
+    return report
+
+
+def check_imports(pull: PullRequest, chosen: Selection, revisions: "Revisions") -> list:
+    """Each changed converter file imported at head, and where that fails (twice the same way) at base: what fails
+    at head and imports at base is a finding new in the PR for every operator the file maps at base
+    (dlci.scan.imports). Their operators' own tests are left out: they cannot tell more."""
+    from dlci import operators, profiles
+    files = selection.converter_files(pull.analysis)
+    if not files:
+        return []
+    head = revisions.prepare_head()
+    failing = {r.file: r for r in imports.check(files, revisions.python_path(pull.config), revisions.head_env).values()
+               if not r.ok}
+    if not failing:
+        return []
+    base_files = [f for f in failing if pull.repo.exists(f, "base")]
+    base_env = revisions.prepare_base()
+    at_base = imports.check(base_files, revisions.python_path(revisions.base_build), base_env, confirm=False)
+    broken = [r for f, r in failing.items() if f not in at_base or at_base[f].ok]
+    if not broken:
+        return []  # fails the same on both revisions: the environment (proving the checkout says what to set)
+    mapped = {r.file: profiles.mapped_by(pull.repo, r.file, pull.analysis.profiles) for r in broken}
+    found = imports.findings(broken, mapped, sorted(chosen.chosen) or sorted({x for t in pull.analysis.touches
+                                                                              for x in t.targets}))
+    pull.say(f"{len(found)} changed converter file(s) do not import at head and do at base: "
+             + ", ".join(f"{r.file} ({r.state})" for r in broken))
+    gone = {r.file for r in broken}
+    revisions.skip_files = gone
+    kept = {c for t in pull.analysis.touches if t.file not in gone for c in operators.canonical(t.operator, t.namespace)}
+    lost = {c for t in pull.analysis.touches if t.file in gone for c in operators.canonical(t.operator, t.namespace)}
+    chosen.instances = [i for i in chosen.instances if operators.instance_ops(i.op) & kept
+                        or not operators.instance_ops(i.op) & lost]
+    if not chosen.instances and chosen.fuzz is None:
+        chosen.nothing = chosen.nothing or "every operator the change selected is in a file that does not import"
+    return found
+
+
+def _add_import_findings(report: Report, found: list, pull: PullRequest, revisions: "Revisions") -> None:
+    """The import findings first, numbered after the others, with their reproducers checked."""
+    start = len(report.findings)
+    for n, f in enumerate(found, start=start + 1):
+        f.id = f"F{n:03d}"
+    imports.write_reproducers(found, pull.out, revisions.head_env, revisions.base_env)
+    report.findings = list(found) + list(report.findings)
+
+
+# -- the revisions' checkouts ----------------------------------------------------------------------------------------
+
+class Revisions:
+    """The head revision's worktree, prepared, importable and proven to be what the tests import; the base
+    revision's, made on first use. Both removed at the end."""
+
+    def __init__(self, pull: PullRequest):
+        from dlci import profiles
+        self.pull = pull
+        self.profiles = [profiles.PROFILES[n] for n in pull.analysis.profiles]
+        self.defaults = selection.runtime_defaults(pull.analysis.profiles)
+        self.workdir = Path(tempfile.mkdtemp(prefix="dlci-scan-"))
+        self.checkouts: dict = {}
+        self.head_env: dict = {}
+        self.base_env: dict | None = None
+        self.base_build = pull.config.with_build_of(pull.base_config)  # the base builds as its own file says
+        self.skip_files: set[str] = set()  # changed files that do not import at head: not traced, not proven
+
+    def __enter__(self) -> "Revisions":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for c in self.checkouts.values():
             c.remove()
-        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def python_path(self, config: Config) -> list[str]:
+        return config.python_path if config.python_path is not None else list(self.defaults[0])
+
+    def prepare_head(self):
+        """The head revision's worktree, prepared (its install command run), and its environment."""
+        from dlci.checkout import Checkout
+        if "head" in self.checkouts:
+            return self.checkouts["head"]
+        pull = self.pull
+        pull.say(f"checking out head {pull.repo.head[:12]} (git worktree)")
+        head = self.checkouts["head"] = Checkout.create(pull.repo.path, pull.repo.head, self.workdir, "head")
+        head.prepare(pull.config, self.profiles)
+        self.head_env = head.env(pull.config, *self.defaults)
+        return head
+
+    def checkout_head(self, converter_files: list[str]):
+        """The head revision, proven to be what the tests import."""
+        head = self.prepare_head()
+        prove_checkout(head, converter_files, self.python_path(self.pull.config), self.head_env, ".dlci.yml")
+        return head
+
+    @property
+    def head(self):
+        return self.checkouts["head"]
+
+    def prepare_base(self) -> dict:
+        """The base revision's worktree, built as its own .dlci.yml says; its environment."""
+        from dlci.checkout import Checkout
+        if self.base_env is None:
+            pull = self.pull
+            base = self.checkouts["base"] = Checkout.create(pull.repo.path, pull.repo.base, self.workdir, "base")
+            base.prepare(self.base_build, self.profiles)
+            self.base_env = base.env(self.base_build, *self.defaults)
+        return self.base_env
+
+    def checkout_base(self, converter_files: list[str]) -> dict:
+        """The base revision, proven to be what its tests import; its environment."""
+        env = self.prepare_base()
+        base = self.checkouts["base"]
+        if not getattr(base, "proven", False):
+            prove_checkout(base, [f for f in converter_files if (base.path / f).is_file()],
+                           self.python_path(self.base_build), env, f"{CONFIG_FILE} of the base revision")
+            base.proven = True
+        return env
+
+
+# -- 3. testing the head revision ------------------------------------------------------------------------------------
+
+def test_head(pull: PullRequest, chosen: Selection, revisions: Revisions) -> HeadRun:
+    """The operators' own tests (edited lines first), then the directed search while changed code is left
+    unreached, then the fuzz share's generated graphs, all on the head revision's code with its converter files
+    traced."""
+    from dlci import operators
+    analysis, options, clock, say = pull.analysis, pull.options, pull.clock, pull.say
+    converter_files = [f for f in selection.converter_files(analysis) if f not in revisions.skip_files]
+    head = revisions.checkout_head(converter_files)
+    trace = tuple(str((head.path / f).resolve()) for f in converter_files)
+    search = Search.of(pull.repo, converter_files, analysis.touches, head.path) \
+        if converter_files and pull.req.directed else None
+    cache = coverage.CoverageCache()
+    instances = chosen.instances
+    say(f"{len(instances)} instances of {len({i.op for i in instances})} operators -> "
+        f"{', '.join(chosen.chosen)}; budget {options.budget:.0f} s")
+    fuzz = chosen.fuzz
+    campaign = Campaign({i.id: i for i in instances}, {**chosen.chosen, **(fuzz.targets if fuzz else {})},
+                        not_on_runner=dict(pull.pr.get("targets_not_on_runner") or {}),
+                        preferred_ops=list(dict.fromkeys(c for t in analysis.touches
+                                                         for c in operators.canonical(t.operator, t.namespace))))
+    run = HeadRun(campaign, chosen, converter_files, search, cache)
+    tests = stages.plan(instances, campaign.targets, route=chosen.route,
+                        order=coverage.edited_lines_first(pull.repo, converter_files, cache,
+                                                          first_ops=_direct_ops(analysis.touches)))
+    (pull.out / "repro").mkdir(parents=True, exist_ok=True)
+    try:
+        clock.testing_starts()
+        with open_engine(options, campaign.targets, env=revisions.head_env) as engine:
+            # the operators' own tests first; the directed search while changed code is left unreached; the fuzz
+            # share's graphs after them, in what is left
+            end = clock.tests_until if fuzz is None else \
+                time.monotonic() + (1 - fuzz.share) * (clock.tests_until - time.monotonic())
+            if tests:
+                until = end if search is None else time.monotonic() + (1 - directed.SHARE) * (end - time.monotonic())
+                execute(campaign, tests, engine, options, trace_files=trace, until=until, hard_until=clock.hard,
+                        watch=search.watch() if search else (),
+                        reaches_change=coverage.reach_test(head.path, converter_files, pull.repo))
+            if search is not None and not campaign.interrupted and time.monotonic() < end - 5:
+                _directed(campaign, search, engine, options, trace, end, clock, chosen.route, chosen.chosen, say)
+            if fuzz is not None and not campaign.interrupted:
+                _fuzz(campaign, fuzz, engine, options, clock, say)
+    except BaseException:
+        campaign.interrupted = True
+        stages.report(campaign, stages.collect(campaign), pr=pull.pr).write(pull.out)
+        raise
+    return run
+
+
+# -- 4. attribution on the base revision -----------------------------------------------------------------------------
+
+def attribute_on_base(pull: PullRequest, tested: HeadRun, revisions: Revisions) -> list:
+    """Every confirmed finding, unsupported operator and (a few) passing tests of the changed code re-run on the
+    base revision: new in the PR or already on base, support removed, fixed by the PR."""
+    campaign, options, clock, pr, repo = tested.campaign, pull.options, pull.clock, pull.pr, pull.repo
+    findings = _fold_graph_duplicates(stages.collect(campaign))
+    head = revisions.head
+    reach = coverage.reach_test(head.path, tested.converter_files, repo)
+    reaching = _diverse([key for key, cov in campaign.coverage.items() if reach(cov)], campaign)
+    if not (findings or campaign.unsupported or reaching) or campaign.interrupted:
+        return findings
+    pull.say(f"re-running {len(findings)} finding(s), {len(campaign.unsupported)} unsupported operator(s) and "
+             f"{min(len(reaching), attribution.FIXED_PROBES)} passing test(s) of the changed code on the base "
+             f"revision {repo.base[:12]}")
+    base_env = revisions.checkout_base(tested.converter_files)
+    head_env = revisions.head_env
+    findings = attribution.attribute(findings, campaign, options, base_env, clock.post(0.45), head_env) \
+        if findings else []
+    attribution.relabel_support_crashes(findings)
+    findings += attribution.support_removed(campaign, options, base_env, head_env, clock.post(0.55))
+    findings = attribution.fold(findings)
+    findings = _without_old_graph_findings(findings, pr)
+    _no_environment_failure(campaign, findings)
+    fixed = attribution.fixed_in_pr(campaign, options, base_env, reaching, clock.post(0.6))
+    if fixed:
+        pr["fixed"] = fixed
+    for f in findings:
+        cov = [campaign.coverage.get((iid, f.target), {}) for iid in f.instances]
+        f.reaches_change = coverage.reaches(cov, head.path, tested.converter_files, repo) \
+            if tested.converter_files else None
+    if fixed:  # a fix that left failures of the code it changed: listed beside what it fixed
+        pr["still_failing"] = [{"operator": f.operator, "target": f.target, "symptom": f.symptom,
+                                "signature": f.signature} for f in findings
+                               if f.new_in_pr is False and f.reaches_change]
+    return findings
+
+
+# -- 5. reduction ----------------------------------------------------------------------------------------------------
+
+def reduce_findings(pull: PullRequest, tested: HeadRun, findings: list, revisions: Revisions) -> None:
+    """What the PR broke first, shrunk to its smallest failing instance on the head revision."""
+    findings.sort(key=lambda f: not is_new(f))  # what the PR broke first: reduced and reproduced first
+    campaign, options, clock = tested.campaign, pull.options, pull.clock
+    if options.reduce and findings and not campaign.interrupted:
+        with open_engine(options, campaign.targets, env=revisions.head_env) as engine:
+            stages.reduce(findings, campaign, engine, options, until=clock.post(0.75), hard_until=clock.hard)
+
+
+# -- 6. the report ---------------------------------------------------------------------------------------------------
+
+def write_report(pull: PullRequest, tested: HeadRun, findings: list, revisions: Revisions,
+                 broken: list | None = None) -> Report:
+    """Coverage of the changed code, the directed search's leftovers, reproducers checked alone on head (and the
+    new ones on base), findings.json and report.md; then, with its own budget, since when (bisection)."""
+    campaign, options, clock, pr, out = tested.campaign, pull.options, pull.clock, pull.pr, pull.out
+    head = revisions.head
+    pr["coverage"] = coverage.summary(campaign, head.path, tested.converter_files, pull.repo, tested.coverage_cache)
+    if tested.search is not None:
+        pr["directed"] = tested.search.summary(campaign, _skeleton_writer(out))
+    pr["head_run"] = head.run_hint(revisions.head_env)
+    if revisions.base_env is not None:
+        pr["base_run"] = revisions.checkouts["base"].run_hint(revisions.base_env)
+    report = publish(campaign, findings, options, env=revisions.head_env, pr=pr, until=clock.post(0.85),
+                     hard_until=clock.hard)
+    if broken:
+        _add_import_findings(report, broken, pull, revisions)
+    if options.check_repros and revisions.base_env is not None:
+        attribution.check_on_base([f for f in report.findings if is_new(f)], options, revisions.base_env,
+                                  until=clock.hard)
+    if report.findings and not campaign.interrupted:
+        report.write(out)  # the scan's results are safe before bisection (its own budget) starts
+        bisected = _bisect(pull.req.bisect, report.findings, pull.repo, pull.config, revisions.profiles,
+                           revisions.defaults, out, pull.say)
+        if bisected:
+            pr["bisect"] = bisected
+    pr["known_issues_matched"] = sum(1 for f in report.findings if f.known)
+    report.stats["setup_seconds"] = round(clock.setup_seconds, 1)  # diff, sources, checkouts: before testing
+    report.stats["seconds"] = round(time.time() - pull.started, 2)
+    report.write(out)
+    return report
 
 
 def _bisect(in_scan: Callable | None, findings: list, repo, config: Config, profiles_here: list, defaults: tuple,

@@ -1,0 +1,152 @@
+"""Does each changed converter file still import? Code at module level runs before any converter does: a file that
+no longer parses, raises while it is imported, ends the process (an ``exit()`` left in) or never returns from its
+import breaks every operator it registers, whatever the operators' tests would have said. (One real torchlib pull
+request left a test call and ``exit(0)`` at the top of its core file: every export then silently ended the process.)
+
+Each changed converter file is imported in a fresh interpreter started as the test workers are, once and, where it
+fails, once more (confirmation); a file that fails at head is then imported at base. What fails at head and imports
+at base is a finding new in the pull request for every operator the file maps at base, with a standalone reproducer
+that imports the module.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from dlci.findings import Finding
+
+IMPORT_TIMEOUT = 45.0  # seconds an import may take before it counts as never returning (torch + tvm: ~5 s)
+_PROBE = ("import importlib, sys\n"
+          "importlib.import_module(sys.argv[1])\n"
+          "print('dlci: imported ' + sys.argv[1], flush=True)\n")
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    file: str
+    module: str
+    state: str      # ok | raises | exits | hangs
+    detail: str     # what went wrong, in one line
+    log: str = ""   # the interpreter's output, last part
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "ok"
+
+    def symptom(self) -> str:
+        return {"raises": f"importing {self.module} raises {self.detail}",
+                "exits": f"importing {self.module} ends the process ({self.detail})",
+                "hangs": f"importing {self.module} does not return ({self.detail})"}.get(self.state, "imports")
+
+
+def import_once(module: str, file: str, env: dict, timeout: float = IMPORT_TIMEOUT) -> ImportResult:
+    """Import ``module`` in a fresh interpreter with the revision's worker environment ``env``."""
+    from dlci.exec import interp
+    from dlci.exec.engine import worker_env
+    proc = subprocess.Popen([sys.executable, "-c", _PROBE, module], env=interp.env(worker_env(env)),
+                            cwd=interp.neutral_dir(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return ImportResult(file, module, "hangs", f"no return within {timeout:.0f} s",
+                            out.decode("utf-8", "replace")[-4000:])
+    text = out.decode("utf-8", "replace")
+    if proc.returncode == 0 and f"dlci: imported {module}" in text:
+        return ImportResult(file, module, "ok", "")
+    if proc.returncode == 0 or "Traceback (most recent call last)" not in text:
+        return ImportResult(file, module, "exits", f"exit code {proc.returncode} during the import", text[-4000:])
+    last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")
+    return ImportResult(file, module, "raises", last[:300], text[-4000:])
+
+
+def check(files: list[str], python_path: list[str], env: dict, confirm: bool = True) -> dict[str, ImportResult]:
+    """Per changed file the module it is imported as (files no python_path entry holds are left out): its result,
+    a failure confirmed by a second import that fails the same way (else the file counts as importing)."""
+    from dlci.exec.origins import module_for
+    results = {}
+    for rel in files:
+        module = module_for(rel, python_path)
+        if module is None:
+            continue
+        first = import_once(module, rel, env)
+        if not first.ok and confirm:
+            again = import_once(module, rel, env)
+            if (again.state, again.detail) != (first.state, first.detail):
+                first = ImportResult(rel, module, "ok", "")
+        results[rel] = first
+    return results
+
+
+REPRO = '''#!/usr/bin/env python3
+"""dlci reproducer {id}: {symptom} ({file}) on the pull request's head revision; on the base revision it imports.
+
+Run it with the revision's package first on PYTHONPATH (report.md says how for each revision). Exits 1 while the
+import does not return normally, 0 once it does; prints what it saw."""
+import subprocess
+import sys
+
+MODULE = "{module}"
+TIMEOUT = {timeout}
+PROBE = "import importlib, sys; importlib.import_module(sys.argv[1]); print('imported ' + sys.argv[1], flush=True)"
+try:
+    proc = subprocess.run([sys.executable, "-c", PROBE, MODULE], capture_output=True, text=True, timeout=TIMEOUT)
+except subprocess.TimeoutExpired:
+    print(f"import {{MODULE}}: no return within {{TIMEOUT}} s")
+    sys.exit(1)
+returned = proc.returncode == 0 and f"imported {{MODULE}}" in proc.stdout
+print(f"import {{MODULE}}: exit code {{proc.returncode}}, " + ("returned" if returned else "did not return normally"))
+if not returned:
+    print((proc.stdout + proc.stderr)[-3000:])
+sys.exit(0 if returned else 1)
+'''
+
+
+def findings(broken: list[ImportResult], mapped: dict[str, list], targets: list[str]) -> list[Finding]:
+    """One finding per broken file, new in the pull request, for every operator the file maps at base
+    (``mapped``: file -> dlci.profiles Touch list); ``targets``: the targets of this scan, the first one the
+    file's operators reach is the finding's target, the others are listed."""
+    out = []
+    for r in broken:
+        touches = mapped.get(r.file) or []
+        reached = [t for t in dict.fromkeys(x for t in touches for x in t.targets)]
+        mine = [t for t in reached if t in targets] or reached or targets or ["python"]
+        operators = sorted({t.operator for t in touches}) or [r.module]
+        out.append(Finding(
+            id="", oracle="crash", operator=operators[0], target=mine[0], target_version="", symptom=r.symptom(),
+            stage="import", signature=f"import:{r.module}:{r.state}", message=f"{r.symptom()}\n{r.log}".strip(),
+            instance_id="", origin={"source": "import", "file": r.file, "module": r.module},
+            operators=operators, also_in=mine[1:], new_in_pr=True,
+            base={"status": "pass", "symptom": f"{r.module} imports on the base revision"}, confirmed=True,
+            extra={"import": {"file": r.file, "module": r.module, "state": r.state, "detail": r.detail}}))
+    return out
+
+
+def write_reproducers(found: list[Finding], out: Path, head_env: dict, base_env: dict | None) -> None:
+    """Each import finding's reproducer, checked alone against head (must fail) and base (should pass)."""
+    from dlci.exec import interp
+    from dlci.exec.engine import worker_env
+    (out / "repro").mkdir(parents=True, exist_ok=True)
+    for f in found:
+        info = f.extra["import"]
+        rel = f"repro/{f.id}_import_{info['module'].replace('.', '_')}.py"
+        (out / rel).write_text(REPRO.format(id=f.id, symptom=f.symptom, file=info["file"], module=info["module"],
+                                            timeout=int(IMPORT_TIMEOUT)), encoding="utf-8")
+        f.repro = rel
+
+        def exit_code(env: dict) -> int | None:
+            try:
+                return subprocess.run([sys.executable, str((out / rel).resolve())], env=interp.env(worker_env(env)),
+                                      cwd=interp.neutral_dir(), capture_output=True,
+                                      timeout=IMPORT_TIMEOUT + 30).returncode
+            except subprocess.TimeoutExpired:
+                return None
+        f.repro_checked = exit_code(head_env) == 1
+        if base_env is not None:
+            f.repro_passes_on_base = exit_code(base_env) == 0
