@@ -56,7 +56,7 @@ COPY constraints.txt pyproject.toml README.md /dlci/
 RUN pip install --no-cache-dir --no-deps --index-url "${TORCH_INDEX}" "torch==${TORCH_VERSION}" \
     && mkdir -p /dlci/dlci && touch /dlci/dlci/__init__.py \
     && extras=all,github \
-    && if [ "$(uname -m)" != x86_64 ]; then extras=torch,onnx,tvm,openvino,github; fi \
+    && if [ "$(uname -m)" != x86_64 ]; then extras=torch,onnx,tvm,openvino,onnx2torch,github; fi \
     && pip install --no-cache-dir -c /dlci/constraints.txt "/dlci[${extras}]" \
     && if [ "${ONNXRUNTIME}" != onnxruntime ]; then \
          ort="$(sed -n 's/^onnxruntime==//p' /dlci/constraints.txt)" \

@@ -629,7 +629,7 @@ def test_onnx2torch_converter_body(tmp_path):
               "torch_module=nn.ELU(alpha=_alpha(node, 1.0), inplace=False),")
     commit(d)
     r = analyse(d, "onnx2torch")
-    assert selected(r) == {("Elu", "onnx", ())}
+    assert selected(r) == {("Elu", "onnx", ("onnx2torch",))}  # the target running the checkout's converters
     assert where(r) == {(ACT, ln)}
 
 
@@ -700,7 +700,7 @@ def test_tf2onnx_handler_method(tmp_path):
     ln = edit(d, MATH, 'node.set_attr("max", 6.0)', 'node.set_attr("max", float(6))')
     commit(d)
     r = analyse(d, "tf2onnx")
-    assert selected(r) == {("Relu6", "tf", ()), ("Relu6V2", "tf", ())}
+    assert selected(r) == {("Relu6", "tf", ("tf2onnx",)), ("Relu6V2", "tf", ("tf2onnx",))}
     assert where(r) == {(MATH, ln)}
     assert {t.converter for t in r.touches} == {"Relu6 (-> Clip)"}
 
@@ -731,7 +731,7 @@ def test_tf2onnx_decorator_line_and_tflite_handler(tmp_path):
     assert where(r) == {(NN, ln)}
     edit(d, MATH, 'node.type = "Relu6"', 'node.type = "Relu6V2"')
     commit(d)
-    assert selected(analyse(d, "tf2onnx")) == {("TFL_RELU6", "tflite", ())}
+    assert selected(analyse(d, "tf2onnx")) == {("TFL_RELU6", "tflite", ())}  # no target converts TFLite models
 
 
 def test_tf2onnx_deleted_handler_and_unused_helper(tmp_path):

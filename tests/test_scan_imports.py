@@ -30,16 +30,18 @@ def _package(tmp_path: Path, body: str) -> dict:
     ("import sys\nsys.exit(0)\n", "exits", "exit code 0"),
     ("raise RuntimeError('converter table broken')\n", "raises", "RuntimeError: converter table broken"),
     ("import time\ntime.sleep(60)\n", "hangs", "no return within 3 s"),
+    ("import torchvision_like_missing_dep\n", "raises", "ModuleNotFoundError"),
 ])
 def test_each_way_an_import_fails_is_told_apart(tmp_path, body, state, detail):
     env = _package(tmp_path, body)
-    got = imports.import_once("convpkg.ops", "convpkg/ops.py", env, timeout=3)
+    got = imports.import_once("convpkg.ops", "convpkg/ops.py", env, timeout=3,
+                              path=str(tmp_path / "pkgroot" / "convpkg" / "ops.py"))
     assert got.state == state and detail in got.detail, got
 
 
 def test_check_confirms_a_failure_and_names_modules_by_python_path(tmp_path):
     env = _package(tmp_path, "import os\nos._exit(3)\n")
-    results = imports.check(["pkgroot/convpkg/ops.py", "docs/x.md"], ["pkgroot"], env)
+    results = imports.check(tmp_path, ["pkgroot/convpkg/ops.py", "docs/x.md"], ["pkgroot"], env)
     assert list(results) == ["pkgroot/convpkg/ops.py"]
     assert results["pkgroot/convpkg/ops.py"].state == "exits" and "exit code 3" in results["pkgroot/convpkg/ops.py"].detail
 
@@ -85,3 +87,14 @@ def test_a_pull_request_that_exits_at_import_is_a_new_finding_for_the_files_oper
     assert f["new_in_pr"] is True and "ends the process" in f["symptom"] and {"elu", "elu.default"} & set(f["operators"])
     assert f["repro_checked"] is True and f["repro_passes_on_base"] is True
     assert (out / f["repro"]).read_text().count("importlib.import_module") == 1
+
+
+def test_an_optional_dependency_that_does_not_import_is_no_failure_but_a_syntax_error_still_is(tmp_path):
+    """onnx2torch's package imports torchvision, which cannot load over the CPU torch here: the profile names it in
+    DLCI_OPTIONAL_IMPORTS, so its converter files import, and a syntax error in one is still seen (compiled first)."""
+    env = {**_package(tmp_path, "import optdep_missing\n"), "DLCI_OPTIONAL_IMPORTS": "optdep_missing"}
+    path = str(tmp_path / "pkgroot" / "convpkg" / "ops.py")
+    assert imports.import_once("convpkg.ops", "convpkg/ops.py", env, timeout=20, path=path).ok
+    (tmp_path / "pkgroot" / "convpkg" / "ops.py").write_text("import optdep_missing\ndef f(:\n")
+    got = imports.import_once("convpkg.ops", "convpkg/ops.py", env, timeout=20, path=path)
+    assert got.state == "raises" and "SyntaxError" in got.detail, got

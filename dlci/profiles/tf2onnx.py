@@ -4,13 +4,17 @@ Table: classes in ``tf2onnx/onnx_opset/*.py`` decorated ``@tf_op("Elu")``, ``@tf
 onnx_op="Clip")`` (``@tfl_op`` for TFLite ops, ``@tfjs_op`` for TF.js), whose ``@classmethod version_N(cls, ctx,
 node, **kwargs)`` handlers convert the op, read at the revision analysed. A changed handler selects the class's ops;
 a changed helper function or base class selects the handler classes that call or inherit it (any opset file, by
-name). No dlci target runs tf2onnx, so touches carry no target.
+name). A TensorFlow handler's touches carry the targets that reach ``tf2onnx:tf`` (the ``tf2onnx`` target: keras
+and TensorFlow-op instances converted by the checkout's tf2onnx, run by ONNX Runtime); a TFLite or TF.js handler's
+carry those reaching ``tf2onnx:tflite`` / ``tf2onnx:tfjs`` (none yet). The checkout's package sits at its root, first
+on the workers' path.
 """
 from __future__ import annotations
 
 import ast
 
 from dlci.diff import Diff, GitRepo
+from dlci.targets import reaching
 from dlci.profiles import register
 from dlci.profiles._tables import (Entry, PyFile, analyse_folder, call_name, directly_in, registrations,
                                    strings_in)
@@ -28,7 +32,8 @@ def read(path: str, text: str) -> PyFile | None:
         onnx_op = next((k.value.value for k in dec.keywords if k.arg == "onnx_op"
                         and isinstance(k.value, ast.Constant)), None)
         return [Entry(op, ns, path, dec.lineno, dec.end_lineno, frozenset({d.key}),
-                      d.name + (f" (-> {onnx_op})" if onnx_op else ""), (), f"{call_name(dec)} handler")
+                      d.name + (f" (-> {onnx_op})" if onnx_op else ""), reaching(f"tf2onnx:{ns}"),
+                      f"{call_name(dec)} handler")
                 for op in strings_in(dec.args[0])]
     return registrations(path, text, rows)
 

@@ -4,6 +4,8 @@
 runs against the installed native library through ``TVM_LIBRARY_PATH``), commits it as the base, applies the sample's
 one realistic edit on a branch and commits it as the head. The edits are written against TVM 0.27's sources; if a
 snippet is not found (another TVM release), building the sample fails loudly instead of testing the wrong thing.
+Samples of another project (``SamplePR.project``) are laid out the same way from that project's installed Python
+sources: OpenVINO's package, onnx2torch's.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from pathlib import Path
 
 FRONTEND = "python/tvm/relax/frontend"
 OV_PACKAGE = "src/bindings/python/src/openvino"  # where OpenVINO's repository keeps its Python package
+O2T_CONVERTERS = "onnx2torch/node_converters"  # onnx2torch's repository keeps its package at the root
 DLCI_YML = """\
 # how dlci imports this checkout's TVM: the Python sources from python/, the native library of the installed wheel
 python_path: [python]
@@ -236,6 +239,14 @@ SAMPLES: dict[str, SamplePR] = {s.name: s for s in (
              "constants): only a multi-operator graph (Shape -> Slice -> Concat -> Resize) shows the regression, "
              "which the scan's fuzz share builds around the touched operators"),
     SamplePR(
+        "onnx2torch-leakyrelu-default",
+        "LeakyRelu: a rounder default slope",
+        (Edit(f"{O2T_CONVERTERS}/activations.py", "alpha = node.attributes.get('alpha', 0.01)",
+              "alpha = node.attributes.get('alpha', 0.1)"),),
+        expect_operators=("leaky_relu",), expect_finding=True, project="onnx2torch",
+        note="the LeakyRelu converter's default alpha is wrong (0.01 per the ONNX spec): a node that leaves alpha "
+             "out gets ten times the slope on negative inputs"),
+    SamplePR(
         "tvm-docs-only",
         "[Docs] Clarify the nn.Module exporter docstring",
         (Edit("README.md", "A TVM-shaped repository", "A TVM-shaped repository (Python sources only)"),),
@@ -260,39 +271,47 @@ def _git(repo: Path, *args: str) -> str:
     return proc.stdout.strip()
 
 
-def installed_tvm() -> Path:
-    spec = importlib.util.find_spec("tvm")  # locates the package without importing it (and torch with it)
+def installed_package(module: str, name: str, extra: str) -> Path:
+    """The folder of an installed package, located without importing it (and torch with it)."""
+    spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
-        raise SampleError("TVM is not installed: pip install 'dlci[tvm]'")
+        raise SampleError(f"{name} is not installed: pip install 'dlci[{extra}]'")
     return Path(list(spec.submodule_search_locations)[0])
 
 
-def copy_tvm_python(dest: Path) -> None:
-    """The installed TVM's Python sources laid out as in a TVM checkout (python/tvm/...)."""
-    src = installed_tvm()
+def installed_tvm() -> Path:
+    return installed_package("tvm", "TVM", "tvm")
+
+
+def copy_python(src: Path, dest: Path) -> None:
+    """The Python sources of the package folder ``src`` copied to the folder ``dest``."""
     for path in src.rglob("*.py"):
         rel = path.relative_to(src)
         if "__pycache__" in rel.parts:
             continue
-        target = dest / "python" / "tvm" / rel
+        target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
+
+
+def copy_tvm_python(dest: Path) -> None:
+    """The installed TVM's Python sources laid out as in a TVM checkout (python/tvm/...)."""
+    copy_python(installed_tvm(), dest / "python" / "tvm")
 
 
 def copy_openvino_python(dest: Path) -> None:
     """The installed OpenVINO's Python sources laid out as in OpenVINO's repository (no .dlci.yml: the openvino
     profile's defaults run them over the installed native libraries)."""
-    spec = importlib.util.find_spec("openvino")
-    if spec is None or not spec.submodule_search_locations:
-        raise SampleError("OpenVINO is not installed: pip install 'dlci[openvino]'")
-    src = Path(list(spec.submodule_search_locations)[0])
-    for path in src.rglob("*.py"):
-        rel = path.relative_to(src)
-        if "__pycache__" in rel.parts:
-            continue
-        target = dest / OV_PACKAGE / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target)
+    copy_python(installed_package("openvino", "OpenVINO", "openvino"), dest / OV_PACKAGE)
+
+
+def copy_onnx2torch_python(dest: Path) -> None:
+    """The installed onnx2torch's Python sources laid out as in its repository (the package at the root; no
+    .dlci.yml: the onnx2torch profile's defaults import it)."""
+    copy_python(installed_package("onnx2torch", "onnx2torch", "onnx2torch"), dest / "onnx2torch")
+
+
+PROJECTS = {"tvm": "TVM", "openvino": "OpenVINO", "onnx2torch": "onnx2torch"}  # SamplePR.project -> its name
 
 
 def build(name: str, dest: Path) -> tuple[Path, str, str]:
@@ -308,13 +327,17 @@ def build(name: str, dest: Path) -> tuple[Path, str, str]:
         copy_openvino_python(dest)
         (dest / "README.md").write_text("An OpenVINO-shaped repository built by dlci from the installed OpenVINO's "
                                         "Python sources.\n")
+    elif sample.project == "onnx2torch":
+        copy_onnx2torch_python(dest)
+        (dest / "README.md").write_text("An onnx2torch-shaped repository built by dlci from the installed "
+                                        "onnx2torch's sources.\n")
     else:
         copy_tvm_python(dest)
         (dest / ".dlci.yml").write_text(DLCI_YML)
         (dest / "README.md").write_text("A TVM-shaped repository built by dlci from the installed TVM's sources.\n")
     _git(dest, "init", "-q", "-b", "main")
     _git(dest, "add", "-A")
-    _git(dest, "commit", "-q", "-m", f"base: {'OpenVINO' if sample.project == 'openvino' else 'TVM'} Python sources")
+    _git(dest, "commit", "-q", "-m", f"base: {PROJECTS[sample.project]} Python sources")
     base = _git(dest, "rev-parse", "HEAD")
     _git(dest, "checkout", "-q", "-b", f"pr/{name}")
     for edit in sample.edits:
@@ -322,7 +345,7 @@ def build(name: str, dest: Path) -> tuple[Path, str, str]:
         text = path.read_text()
         if text.count(edit.old) != 1:
             raise SampleError(f"sample {name}: the snippet to edit occurs {text.count(edit.old)} times in "
-                              f"{edit.file} (written for TVM 0.27)")
+                              f"{edit.file} (written for TVM 0.27, OpenVINO 2026.4, onnx2torch 1.5.15)")
         path.write_text(text.replace(edit.old, edit.new))
     _git(dest, "commit", "-q", "-am", sample.title)
     head = _git(dest, "rev-parse", "HEAD")

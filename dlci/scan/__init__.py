@@ -38,6 +38,7 @@ class ScanRequest:
     targets: list[str] | None = None   # explicit --targets (intersected with what the diff reaches)
     fuzz_share: float | None = None    # --fuzz-share: overrides .dlci.yml fuzz.share
     directed: bool = True              # --no-directed: no directed search (the benchmarks' other side)
+    divergence: bool = True            # --no-divergence: the directed search runs nothing on the base revision
     # since when (.dlci.yml ``bisect``): dlci.bisect.attribution.in_scan, which the caller passes (bisect builds on
     # scan); None: no bisection
     bisect: Callable | None = None
@@ -268,13 +269,14 @@ def check_imports(pull: PullRequest, chosen: Selection, revisions: "Revisions") 
     if not files:
         return []
     head = revisions.prepare_head()
-    failing = {r.file: r for r in imports.check(files, revisions.python_path(pull.config), revisions.head_env).values()
-               if not r.ok}
+    failing = {r.file: r for r in imports.check(head.path, files, revisions.python_path(pull.config),
+                                                revisions.head_env).values() if not r.ok}
     if not failing:
         return []
     base_files = [f for f in failing if pull.repo.exists(f, "base")]
     base_env = revisions.prepare_base()
-    at_base = imports.check(base_files, revisions.python_path(revisions.base_build), base_env, confirm=False)
+    at_base = imports.check(revisions.checkouts["base"].path, base_files, revisions.python_path(revisions.base_build),
+                            base_env, confirm=False)
     broken = [r for f, r in failing.items() if f not in at_base or at_base[f].ok]
     if not broken:
         return []  # fails the same on both revisions: the environment (proving the checkout says what to set)
@@ -402,9 +404,12 @@ def test_head(pull: PullRequest, chosen: Selection, revisions: Revisions) -> Hea
                         order=coverage.edited_lines_first(pull.repo, converter_files, cache,
                                                           first_ops=_direct_ops(analysis.touches)))
     (pull.out / "repro").mkdir(parents=True, exist_ok=True)
+    # the divergence search runs what reached changed code on the base revision as well, on a twin worker
+    pair = search is not None and pull.req.divergence
+    twin_env = revisions.checkout_base(converter_files) if pair else None
     try:
         clock.testing_starts()
-        with open_engine(options, campaign.targets, env=revisions.head_env) as engine:
+        with open_engine(options, campaign.targets, env=revisions.head_env, twin_env=twin_env) as engine:
             # the operators' own tests first; the directed search while changed code is left unreached; the fuzz
             # share's graphs after them, in what is left
             end = clock.tests_until if fuzz is None else \
@@ -413,9 +418,10 @@ def test_head(pull: PullRequest, chosen: Selection, revisions: Revisions) -> Hea
                 until = end if search is None else time.monotonic() + (1 - directed.SHARE) * (end - time.monotonic())
                 execute(campaign, tests, engine, options, trace_files=trace, until=until, hard_until=clock.hard,
                         watch=search.watch() if search else (),
-                        reaches_change=coverage.reach_test(head.path, converter_files, pull.repo))
+                        reaches_change=coverage.reach_test(head.path, converter_files, pull.repo), fingerprint=pair)
             if search is not None and not campaign.interrupted and time.monotonic() < end - 5:
-                _directed(campaign, search, engine, options, trace, end, clock, chosen.route, chosen.chosen, say)
+                _directed(campaign, search, engine, options, trace, end, clock, chosen.route, chosen.chosen, say,
+                          pair)
             if fuzz is not None and not campaign.interrupted:
                 _fuzz(campaign, fuzz, engine, options, clock, say)
     except BaseException:
@@ -450,6 +456,10 @@ def attribute_on_base(pull: PullRequest, tested: HeadRun, revisions: Revisions) 
     findings = _without_old_graph_findings(findings, pr)
     _no_environment_failure(campaign, findings)
     fixed = attribution.fixed_in_pr(campaign, options, base_env, reaching, clock.post(0.6))
+    stream = getattr(tested.search, "stream", None)
+    if stream is not None and stream.fixed:  # the divergence search's pairs that pass here and fail on base
+        known = {(f["target"], f["operator"], f["symptom"]) for f in fixed}
+        fixed += [f for f in stream.fixed.values() if (f["target"], f["operator"], f["symptom"]) not in known]
     if fixed:
         pr["fixed"] = fixed
     for f in findings:
@@ -678,10 +688,12 @@ def _direct_ops(touches) -> frozenset[str]:
     return frozenset(c for t in touches if not t.indirect for c in operators.canonical(t.operator, t.namespace))
 
 
-def _directed(campaign, search: Search, engine, options, trace, end: float, clock, route, chosen, say) -> None:
-    """The directed search while changed code is left unreached (dlci.directed)."""
+def _directed(campaign, search: Search, engine, options, trace, end: float, clock, route, chosen, say,
+              pair: bool = False) -> None:
+    """The directed search while changed code is left unreached, then on what reached it, compared with the base
+    revision where ``pair`` (dlci.directed)."""
     reach = {name for name in chosen}
-    stream = search.stream_for(campaign, lambda inst: route(inst) & reach, until=end, progress=say)
+    stream = search.stream_for(campaign, lambda inst: route(inst) & reach, until=end, progress=say, pair=pair)
     left = len(stream.unreached)
     if not left and not stream.reachers:
         return
@@ -692,9 +704,12 @@ def _directed(campaign, search: Search, engine, options, trace, end: float, cloc
         say(f"directed search: every changed statement and branch outcome reached; varying the "
             f"{len(stream.reachers)} tests that reached them, {max(0.0, end - time.monotonic()):.0f} s")
     execute(campaign, stream, engine, options, trace_files=trace, until=end, hard_until=clock.hard,
-            watch=search.watch())
+            watch=search.watch(), fingerprint=pair)
+    said = stream.divergence_summary() if pair else None
     say(f"directed search: {len(stream.unreached)} left unreached after {stream.stats['mutants']} mutants"
-        + (f", {stream.stats['new_values']} new values at changed statements" if stream.stats["new_values"] else ""))
+        + (f", {stream.stats['new_values']} new values at changed statements" if stream.stats["new_values"] else "")
+        + (f"; {said['paired']} paired with base, {said['inputs_diverging']} inputs diverge "
+           f"({', '.join(f'{n} {k}' for k, n in said['diverged'].items() if n) or 'none'})" if said else ""))
 
 
 def _skeleton_writer(out: Path):

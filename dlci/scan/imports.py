@@ -20,9 +20,6 @@ from pathlib import Path
 from dlci.findings import Finding
 
 IMPORT_TIMEOUT = 45.0  # seconds an import may take before it counts as never returning (torch + tvm: ~5 s)
-_PROBE = ("import importlib, sys\n"
-          "importlib.import_module(sys.argv[1])\n"
-          "print('dlci: imported ' + sys.argv[1], flush=True)\n")
 
 
 @dataclass(frozen=True)
@@ -43,11 +40,14 @@ class ImportResult:
                 "hangs": f"importing {self.module} does not return ({self.detail})"}.get(self.state, "imports")
 
 
-def import_once(module: str, file: str, env: dict, timeout: float = IMPORT_TIMEOUT) -> ImportResult:
-    """Import ``module`` in a fresh interpreter with the revision's worker environment ``env``."""
+def import_once(module: str, file: str, env: dict, timeout: float = IMPORT_TIMEOUT, path: str | None = None) -> ImportResult:
+    """Import ``module`` (its file compiled first: ``path``, else ``file``) in a fresh interpreter started as the
+    test workers are, with the revision's environment ``env`` (dlci.exec.origins.import_module)."""
     from dlci.exec import interp
     from dlci.exec.engine import worker_env
-    proc = subprocess.Popen([sys.executable, "-c", _PROBE, module], env=interp.env(worker_env(env)),
+    from dlci.exec.origins import IMPORTED
+    proc = subprocess.Popen(interp.command("dlci.exec.origins", "--import", module, path or file),
+                            env=interp.env(worker_env(env)),
                             cwd=interp.neutral_dir(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -58,7 +58,7 @@ def import_once(module: str, file: str, env: dict, timeout: float = IMPORT_TIMEO
         return ImportResult(file, module, "hangs", f"no return within {timeout:.0f} s",
                             out.decode("utf-8", "replace")[-4000:])
     text = out.decode("utf-8", "replace")
-    if proc.returncode == 0 and f"dlci: imported {module}" in text:
+    if proc.returncode == 0 and f"{IMPORTED}{module}" in text:
         return ImportResult(file, module, "ok", "")
     if proc.returncode == 0 or "Traceback (most recent call last)" not in text:
         return ImportResult(file, module, "exits", f"exit code {proc.returncode} during the import", text[-4000:])
@@ -66,18 +66,21 @@ def import_once(module: str, file: str, env: dict, timeout: float = IMPORT_TIMEO
     return ImportResult(file, module, "raises", last[:300], text[-4000:])
 
 
-def check(files: list[str], python_path: list[str], env: dict, confirm: bool = True) -> dict[str, ImportResult]:
-    """Per changed file the module it is imported as (files no python_path entry holds are left out): its result,
-    a failure confirmed by a second import that fails the same way (else the file counts as importing)."""
+def check(root: Path, files: list[str], python_path: list[str], env: dict,
+          confirm: bool = True) -> dict[str, ImportResult]:
+    """Per changed file of the checkout at ``root``, the module it is imported as (files no python_path entry holds
+    are left out): its result, a failure confirmed by a second import that fails the same way (else the file counts
+    as importing)."""
     from dlci.exec.origins import module_for
     results = {}
     for rel in files:
         module = module_for(rel, python_path)
         if module is None:
             continue
-        first = import_once(module, rel, env)
+        path = str(Path(root) / rel)
+        first = import_once(module, rel, env, path=path)
         if not first.ok and confirm:
-            again = import_once(module, rel, env)
+            again = import_once(module, rel, env, path=path)
             if (again.state, again.detail) != (first.state, first.detail):
                 first = ImportResult(rel, module, "ok", "")
         results[rel] = first
