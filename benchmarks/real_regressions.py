@@ -1,12 +1,13 @@
 """Real regressions: upstream fixes reverted as pull requests, and real refactors, scanned by `dlci scan`.
 
-    .venv/bin/python benchmarks/real_regressions.py [--cases ID,...] [--json PATH] [--work DIR]
+    .venv/bin/python benchmarks/real_regressions.py [--cases ID,...] [--json PATH] [--work DIR] [--upstream DIR]
                                                     [--budget SECONDS] [--refresh-groundtruth] [--no-scan]
 
 The corpus is benchmarks/regressions/cases.yaml: real fixes from TVM's Relax frontends (merged before 2025-09-01),
 each reverted on the installed apache-tvm's Python sources (a regression PR), and real behaviour-preserving
 refactor commits of the same code applied as PRs. For every case the runner
-  1. builds the repository (benchmarks/regressions/build.py: base = installed sources, head = the PR);
+  1. builds the repository (benchmarks/regressions/build.py: the installed sources with the case's files materialised
+     from the upstream cache, see benchmarks/regressions/materialise.py; base and head as recorded);
   2. checks the ground truth (benchmarks/regressions/groundtruth.py, cached): the fix's own upstream test fails on
      head and passes on base, or the case is excluded with the reason;
   3. runs `python -m dlci scan --repo R --base main --head pr/<case> --fail-on never` with dlci's defaults (no
@@ -14,7 +15,9 @@ refactor commits of the same code applied as PRs. For every case the runner
   4. reads the scan's documented outputs (ops.json, findings.json, report.md; results.jsonl for counts) and says
      whether the regression was caught (a finding new in the PR whose operator is one of the case's operators or a
      canonical equivalent) or missed, with the reason; for a refactor, the findings new in the PR are false alarms.
-Prints one JSON line per case, then a table and the summary; --json writes everything to a file.
+Prints one JSON line per case, then a table and the summary; --json writes everything to a file. The upstream
+cache (the upstream repositories the cases' files are materialised from) must be there first: without it the script
+exits saying how to get it (benchmarks/regressions/materialise.py fetch).
 """
 from __future__ import annotations
 
@@ -37,6 +40,8 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "regressions"))
 
 from build import BuildError, build, load_cases  # noqa: E402
 from groundtruth import check  # noqa: E402
+import materialise  # noqa: E402
+from store import StoreError  # noqa: E402
 
 
 def _canon(name: str) -> set[str]:
@@ -203,20 +208,15 @@ def main():
                     help="also scan each case with --no-directed, side by side (caught with and without the directed "
                          "search, in the same run)")
     ap.add_argument("--refresh-groundtruth", action="store_true")
+    ap.add_argument("--upstream", default=None, help="the upstream cache folder (default: $DLCI_UPSTREAM, else "
+                    "$DLCI_CACHE_DIR/upstream; benchmarks/regressions/materialise.py fetch fills it)")
     ap.add_argument("--no-scan", action="store_true", help="build and check ground truth only")
     ap.add_argument("--resume", type=Path, default=None,
                     help="a previous run's --json file or printed JSON lines: its cases are not run again and count "
                          "in the summary (same dlci and stack assumed)")
     args = ap.parse_args()
     doc = load_cases()
-    wanted = args.cases.split(",") if args.cases else None
-    cases = doc["cases"]
-    if wanted:   # in the order given
-        by_id = {c["id"]: c for c in cases}
-        unknown = [w for w in wanted if w not in by_id]
-        if unknown:
-            raise SystemExit(f"unknown case(s): {', '.join(unknown)}")
-        cases = [by_id[w] for w in wanted]
+    cases = materialise.cases_for(args.cases.split(",") if args.cases else None, args.upstream)   # in the order given
     previous = {}
     if args.resume:
         text = args.resume.read_text()
@@ -237,12 +237,14 @@ def main():
                "operators": case["operators"]}
         try:
             repo, base, head = build(case, work / case["id"] / "repo")
-        except BuildError as e:
-            row.update(outcome="skipped", reason=f"patch does not apply to the installed release: {e}")
+            gt = check(case, repo, base, head, refresh=args.refresh_groundtruth)
+        except materialise.UpstreamMissing as e:
+            raise SystemExit(str(e))
+        except (BuildError, StoreError) as e:
+            row.update(outcome="skipped", reason=f"not materialised on the installed release: {e}")
             rows.append(row)
             print(json.dumps(row), flush=True)
             continue
-        gt = check(case, repo, base, head, refresh=args.refresh_groundtruth)
         row["ground_truth"] = {"valid": gt["valid"], "reason": gt["reason"], "cached": gt.get("cached"),
                                **{k: {x: gt[k].get(x) for x in ("status", "summary", "failed")}
                                   for k in ("head", "base") if k in gt}}

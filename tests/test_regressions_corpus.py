@@ -1,20 +1,32 @@
-"""The real-regressions corpus's upstream test files (benchmarks/regressions/store.py): each case's files materialise
-to the bytes the manifest records, every stored body is used, the store round-trips a file and shares a body between
-cases, and ground truth keys a case the same from the store as from the same files loose (screen.py's candidates).
-Re-extraction from the upstream repositories (verify.py) needs their git directories: not run here."""
+"""The real-regressions corpus (benchmarks/regressions): the tree keeps facts and edits, no upstream text, and the
+edits materialise byte for byte.
+
+Without the upstream cache (benchmarks/regressions/materialise.py fetch): the data's shape, the installed files the
+edits were recorded against, a case whose edits need no upstream line built end to end, the edit language on a small
+upstream repository made here from the installed release (record, then materialise, then build), and the entry
+points' message when the cache is missing. With the cache, two real cases (TVM, onnxscript) build and extract their
+test files; without it those tests skip saying why. verify.py checks every case (minutes): not run here."""
 from __future__ import annotations
 
-import shutil
+import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-REGRESSIONS = Path(__file__).resolve().parent.parent / "benchmarks" / "regressions"
+ROOT = Path(__file__).resolve().parent.parent
+REGRESSIONS = ROOT / "benchmarks" / "regressions"
 sys.path.insert(0, str(REGRESSIONS))
 
+import build  # noqa: E402
+import materialise  # noqa: E402
 import store  # noqa: E402
+
+HEX40, HEX64 = re.compile(r"^[0-9a-f]{40}$"), re.compile(r"^[0-9a-f]{64}$")
+LITERAL_LINES_MAX = 8   # hand-written lines of the ported reverts (the README gives the count)
 
 
 @pytest.fixture(scope="module")
@@ -22,45 +34,216 @@ def cases():
     return yaml.safe_load((REGRESSIONS / "cases.yaml").read_text())["cases"]
 
 
-def test_every_case_materialises_as_recorded(cases):
-    manifest = store.load()
-    with_tests = {c["id"] for c in cases if c.get("upstream_test")}
-    assert set(manifest["cases"]) == with_tests
-    for cid in with_tests:
-        got = store.files(cid, manifest)   # raises StoreError on a missing body or another sha256
-        assert got and all(name.startswith(f"{store.stem(cid)}__") and name.endswith(".py") for name, _ in got)
-        assert [n for n, _ in got] == sorted(n for n, _ in got)
-    used = {e["body"] for es in manifest["cases"].values() for e in es}
-    assert used == {p.name for p in store.FILES.glob("*.py")}
+@pytest.fixture(scope="module")
+def doc():
+    return materialise.load()
 
 
-def test_put_round_trips_and_shares_bodies(tmp_path, monkeypatch):
-    monkeypatch.setattr(store, "UPSTREAM", tmp_path)
-    monkeypatch.setattr(store, "FILES", tmp_path / "files")
-    monkeypatch.setattr(store, "MANIFEST", tmp_path / "manifest.json")
-    body = "import {}__ops_test_common as ops_test_common\n\nx = 1\n"
-    texts = {cid: (f"# flake8: noqa\n# ---- from https://github.com/o/r/blob/{sha}/ops_test.py\n"
-                   f"# Renames for the installed release: none\n" + body.format(store.stem(cid)))
-             for cid, sha in (("case-a", "1" * 40), ("case-b", "2" * 40))}
-    for cid, text in texts.items():
-        store.put(cid, {f"{store.stem(cid)}__ops_test.py": text})
-    assert len(list((tmp_path / "files").glob("*.py"))) == 1
-    for cid, text in texts.items():
-        assert store.files(cid) == [(f"{store.stem(cid)}__ops_test.py", text.encode())]
-    store.put("case-a", {"case_a__ops_test.py": texts["case-a"].replace("x = 1", "x = 2")})
-    assert len(list((tmp_path / "files").glob("*.py"))) == 2
-    store.put("case-b", {"case_b__ops_test.py": texts["case-b"].replace("x = 1", "x = 2")})
-    assert len(list((tmp_path / "files").glob("*.py"))) == 1   # the body no case uses is dropped
+@pytest.fixture
+def no_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DLCI_UPSTREAM", str(tmp_path / "no-upstream-cache"))
+    materialise.set_root(None)
+    yield tmp_path / "no-upstream-cache"
+    materialise.set_root(None)
+
+
+def _cache_present(repos=("apache/tvm", "microsoft/onnxscript")) -> bool:
+    materialise.set_root(None)
+    try:
+        materialise.require(list(repos))
+        return True
+    except materialise.UpstreamMissing:
+        return False
+
+
+needs_cache = pytest.mark.skipif(not _cache_present(), reason="the upstream cache is absent (run "
+                                 "benchmarks/regressions/materialise.py fetch; DLCI_UPSTREAM names another folder)")
+
+
+def test_the_tree_holds_no_upstream_text():
+    # the licence headers of the upstream files (split so that this file does not hold them whole)
+    licences = ("Licensed to the Apache " + "Software Foundation", "Copyright (c) " + "Microsoft Corporation")
+    for path in REGRESSIONS.rglob("*"):
+        if path.is_file() and "__pycache__" not in path.parts:
+            text = path.read_text(errors="replace")
+            assert not any(l in text for l in licences), path
+            assert path.suffix not in (".diff", ".patch"), path
+    assert sorted(p.name for p in (REGRESSIONS / "upstream").iterdir() if p.name != "__pycache__") == \
+        ["_torch_numeric.py"]
+
+
+def test_every_case_is_recorded(cases, doc):
+    ids = {c["id"] for c in cases}
+    assert set(doc["cases"]) == ids
+    literal = 0
+    for case in cases:
+        assert "patch" not in case, case["id"]
+        entry = doc["cases"][case["id"]]
+        assert HEX40.match(entry["tree"]["base"]) and HEX40.match(entry["tree"]["head"]), case["id"]
+        assert entry["sources"] and sorted(f["path"] for f in entry["sources"]) == [f["path"] for f in entry["sources"]]
+        for f in entry["sources"]:
+            assert f["path"].startswith(build.LAYOUT[build.package_of(case)][0] + "/")
+            assert HEX64.match(f["installed"]) and HEX64.match(f["result"]) and f["edits"]
+            end = 0
+            for e in f["edits"]:
+                a, b = e["lines"]
+                assert end < a and a - 1 <= b, (case["id"], f["path"], e["lines"])   # in order, apart, valid
+                end = b
+                for seg in e.get("new", []):
+                    assert set(seg) <= {"rev", "path", "lines", "sub", "indent", "text"}, seg
+                    if "text" in seg:
+                        assert set(seg) == {"text"} and seg["text"].endswith("\n")
+                        literal += len(materialise.lines_of(seg["text"]))
+                    else:
+                        assert seg["lines"][0] <= seg["lines"][1]
+                        assert ("rev" in seg) == ("path" in seg) and (not seg.get("rev") or HEX40.match(seg["rev"]))
+        tests = store.recorded(case["id"], doc)
+        assert bool(tests) == bool(case.get("upstream_test")), case["id"]
+        assert all(n.startswith(f"{store.stem(case['id'])}__") and n.endswith(".py") and HEX64.match(h)
+                   for n, h in tests.items())
+    assert 0 < literal <= LITERAL_LINES_MAX
+
+
+def test_installed_files_are_the_recorded_ones(cases, doc):
+    seen = {}
+    for case in cases:
+        for f in doc["cases"][case["id"]]["sources"]:
+            seen[(build.package_of(case), f["path"])] = f["installed"]
+    for (package, path), digest in seen.items():
+        assert materialise.sha256(build.source_path(package, path).read_bytes()) == digest, path
+
+
+def test_a_case_without_upstream_lines_builds_without_the_cache(cases, doc, tmp_path, no_cache):
+    entry = doc["cases"]["onnx-cumsum-reverse"]
+    assert not [s for f in entry["sources"] for e in f["edits"] for s in e.get("new", []) if "rev" in s]
+    case = next(c for c in cases if c["id"] == "onnx-cumsum-reverse")
+    repo, base, head = build.build(case, tmp_path / "repo")   # checks every sha256 and both tree ids
+    tree = subprocess.run(["git", "-C", str(repo), "rev-parse", f"{head}^{{tree}}"], capture_output=True, text=True)
+    assert tree.stdout.strip() == entry["tree"]["head"]
+    with pytest.raises(build.BuildError, match="tree"):
+        build.build(case, tmp_path / "repo2", entry={**entry, "tree": {**entry["tree"], "base": "0" * 40}})
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_NOSYSTEM": "1"}
+    return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, check=True,
+                          env=env).stdout.strip()
+
+
+def test_edits_round_trip_through_a_small_upstream_repository(tmp_path, monkeypatch):
+    """An upstream repository made here from the installed release: its 'parent' commit holds a block of the
+    installed file in the old API (.struct_info) at another indentation, its 'fix' commit the installed file. The
+    target (the fix reverted, ported by hand) takes that block back, deletes lines and adds one hand-written line:
+    record describes it with the installed lines, the upstream block (renamed, re-indented) and one literal line,
+    and materialise and build give the target byte for byte."""
+    path = "python/tvm/relax/frontend/common.py"
+    installed = build.source_path("tvm", path).read_text()
+    lines = materialise.lines_of(installed)
+    new_block = ["        x = inputs[0].ty.shape\n", "\n", "        n = len(x)  # the rank\n"]
+    old_block = ["  " + l.replace(".ty", ".struct_info") if l.strip() else l for l in new_block]
+    parent = lines[:5] + ["def _old_helper(inputs):\n", *old_block, "\n"] + lines[5:]
+    up = tmp_path / "work"
+    (up / Path(path).parent).mkdir(parents=True)
+    _git(up, "init", "-q", "-b", "main")
+    (up / path).write_text("".join(parent))
+    _git(up, "add", "-A")
+    _git(up, "commit", "-q", "-m", "parent")
+    (up / path).write_text(installed)
+    _git(up, "commit", "-q", "-am", "fix")
+    fix = _git(up, "rev-parse", "HEAD")
+    cache = tmp_path / "cache"
+    subprocess.run(["git", "clone", "-q", "--bare", str(up), str(cache / "apache+tvm.git")], check=True)
+    monkeypatch.setenv("DLCI_UPSTREAM", str(cache))
+    materialise.set_root(None)
+    k = len(lines) // 2
+    target_text = "".join(lines[:k] + new_block + ["        # dlci: a hand-written line\n"] + lines[k + 4:])
+    renames = [(r"\.struct_info\b", ".ty")]
+    entry = materialise.record_file("apache/tvm", fix, path, installed, target_text, renames)
+    assert entry["installed"] == materialise.sha256(installed) and entry["result"] == materialise.sha256(target_text)
+    segs = [s for e in entry["edits"] for s in e.get("new", [])]
+    up_seg = [s for s in segs if "rev" in s]
+    assert up_seg and up_seg[0]["path"] == path and up_seg[0]["rev"] != fix and up_seg[0]["indent"] == -2
+    assert up_seg[0]["sub"] == [[r"\.struct_info\b", ".ty"]]
+    assert materialise.literal_lines(entry["edits"]) == 1
+    with pytest.raises(materialise.UpstreamMissing, match="fetch again"):
+        materialise.require(["apache/tvm"], {"apache/tvm": [fix, "0" * 40]})
+    assert materialise.materialise_file(entry, installed, "apache/tvm") == target_text
+    with pytest.raises(materialise.MaterialiseError, match="installed file"):
+        materialise.materialise_file(entry, installed + "\n", "apache/tvm")
+    case = {"id": "test-round-trip", "kind": "regression", "repo": "apache/tvm", "commit": fix, "title": "t",
+            "url": "https://example.invalid/t"}
+    repo, base, head = build.build(case, tmp_path / "repo", entry={"sources": [entry]})
+    assert subprocess.run(["git", "-C", str(repo), "show", f"{head}:{path}"], capture_output=True).stdout == \
+        target_text.encode()
+    assert subprocess.run(["git", "-C", str(repo), "show", f"{base}:{path}"], capture_output=True).stdout == \
+        installed.encode()
+    refactor = {**case, "kind": "refactor"}
+    repo, base, head = build.build(refactor, tmp_path / "repo2", entry={"sources": [entry]})
+    assert subprocess.run(["git", "-C", str(repo), "show", f"{base}:{path}"], capture_output=True).stdout == \
+        target_text.encode()
+    assert not _git(repo, "status", "--porcelain")
+    materialise.set_root(None)
+
+
+def test_the_edit_language_checks_its_inputs():
+    base = materialise.lines_of("a\nb\x0cc\nd\n")   # split on '\n' only
+    assert base == ["a\n", "b\x0cc\n", "d\n"]
+    assert materialise.apply(base, [{"lines": [2, 1], "new": [{"text": "x\n"}]}]) == ["a\n", "x\n", "b\x0cc\n", "d\n"]
+    assert materialise.apply(base, [{"lines": [1, 1]}, {"lines": [3, 3], "new": [{"lines": [1, 1], "indent": 2}]}]) \
+        == ["b\x0cc\n", "  a\n"]
+    with pytest.raises(materialise.MaterialiseError, match="out of order"):
+        materialise.apply(base, [{"lines": [3, 3]}, {"lines": [1, 1]}])
+    with pytest.raises(materialise.MaterialiseError, match="recorded"):
+        materialise.apply(base, [{"lines": [1, 1], "sha256": materialise.sha256("b\n")}])
+    with pytest.raises(materialise.MaterialiseError, match="dedent"):
+        materialise.apply(base, [{"lines": [1, 1], "new": [{"lines": [1, 1], "indent": -2}]}])
+
+
+def test_store_records_names_and_hashes_only(tmp_path, monkeypatch):
+    data = tmp_path / "materialise.yaml"
+    data.write_text(materialise.DATA.read_text())
+    monkeypatch.setattr(materialise, "DATA", data)
+    text = "# flake8: noqa\nx = 1\n"
+    store.put("onnx-cumsum-reverse", {"onnx_cumsum_reverse__test_extra.py": text})
+    got = store.recorded("onnx-cumsum-reverse")
+    assert got["onnx_cumsum_reverse__test_extra.py"] == materialise.sha256(text) and len(got) == 2
+    assert "x = 1" not in data.read_text()
     with pytest.raises(store.StoreError):
-        store.put("case-a", {"case_b__ops_test.py": texts["case-b"]})
+        store.put("onnx-cumsum-reverse", {"other_case__test.py": text})
 
 
-def test_groundtruth_keys_stored_and_loose_files_alike(cases, tmp_path, monkeypatch):
+@pytest.mark.parametrize("script,args", [
+    ("benchmarks/regressions/build.py", ["torch-selu-formula", "{tmp}/repo"]),
+    ("benchmarks/regressions/store.py", ["torch-selu-formula", "{tmp}/tests"]),
+    ("benchmarks/regressions/groundtruth.py", ["torch-selu-formula"]),
+    ("benchmarks/regressions/verify.py", ["torch-selu-formula"]),
+    ("benchmarks/real_regressions.py", ["--cases", "torch-selu-formula", "--no-scan", "--work", "{tmp}/work"]),
+])
+def test_entry_points_say_what_to_run_without_the_cache(script, args, tmp_path, no_cache):
+    proc = subprocess.run([sys.executable, str(ROOT / script), *[a.format(tmp=tmp_path) for a in args]],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={**os.environ, "DLCI_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode != 0
+    assert "materialise.py fetch" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert not (tmp_path / "repo").exists()
+
+
+@needs_cache
+@pytest.mark.parametrize("case_id", ["torch-selu-formula", "onnxscript-implement-softplus"])
+def test_real_cases_materialise_from_the_cache(case_id, cases, doc, tmp_path):
+    case = next(c for c in cases if c["id"] == case_id)
+    build.build(case, tmp_path / "repo")   # every recorded sha256 and tree id
+    got = store.files(case_id, doc)
+    assert [n for n, _ in got] == list(store.recorded(case_id, doc))
+
+
+@needs_cache
+def test_groundtruth_keys_extracted_and_loose_files_alike(cases, tmp_path, monkeypatch):
     import groundtruth as gt
     case = next(c for c in cases if c["id"] == "onnxscript-implement-softplus")
     key = gt.cache_key(case)
-    store.materialise(case["id"], tmp_path)
-    shutil.copy(store.UPSTREAM / "_torch_numeric.py", tmp_path / "_torch_numeric.py")
+    store.materialise_files(case["id"], tmp_path)
     monkeypatch.setattr(gt, "UPSTREAM", tmp_path)
     assert [n for n, _ in gt.test_files(case)] == [n for n, _ in store.files(case["id"])]
     assert gt.cache_key(case) == key

@@ -1,12 +1,19 @@
 """Build a case of cases.yaml as a git repository shaped like an upstream checkout (as dlci's bundled samples are).
 
-    python benchmarks/regressions/build.py CASE DEST        # prints: DEST BASE_SHA HEAD_SHA
+    python benchmarks/regressions/build.py [--upstream DIR] CASE DEST      # prints: DEST BASE_SHA HEAD_SHA
 
-base = the installed package's Python sources laid out as upstream does (apache-tvm: python/tvm/** plus a .dlci.yml
-that runs the checkout's python/ over the installed native library; onnxscript: onnxscript/** at the root); head = base with the case's patch applied (a regression: the upstream fix
-reverted). For a refactor the patch reverts the refactor: base = sources + patch, head = the sources as installed, so
-the pull request applies the real refactor. A patch that does not apply cleanly to the installed release raises
-BuildError (the case is then reported as skipped with that reason).
+The installed package's Python sources laid out as upstream does (apache-tvm: python/tvm/** plus a .dlci.yml that runs
+the checkout's python/ over the installed native library; onnxscript: onnxscript/** at the root), with the case's
+files materialised from materialise.yaml (the installed file's lines, upstream lines read from the upstream cache at
+pinned commits, a few literal lines; see materialise.py): a regression's head is the sources with those files (the
+upstream fix reverted), base the sources as installed; a refactor's base is the sources with those files (the refactor
+reverted), head the sources as installed, so the pull request applies the real refactor. Every materialised file is
+checked against its recorded sha256 and the base and head trees against their recorded git tree ids; anything else
+raises BuildError (the case is then reported as skipped with that reason). Without the upstream cache the entry points
+exit saying how to get it (materialise.py fetch).
+
+screen.py's candidates are not in materialise.yaml yet: theirs is a unified diff outside the tree (`patch`, a path),
+applied with git apply as the case's edit.
 """
 from __future__ import annotations
 
@@ -17,7 +24,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import yaml  # noqa: E402
+
+import materialise  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 # per package: where its sources sit in an upstream checkout, and the .dlci.yml that runs them
@@ -89,13 +99,54 @@ def _copy_sources(dest: Path, package: str) -> None:
         shutil.copyfile(path, target)
 
 
-def build(case: dict, dest: Path) -> tuple[Path, str, str]:
-    """Returns (repo, base sha, head sha)."""
+def source_path(package: str, path: str) -> Path:
+    """the installed file of a repository path (python/tvm/x.py -> <site-packages>/tvm/x.py)"""
+    prefix = LAYOUT[package][0] + "/"
+    if not path.startswith(prefix):
+        raise BuildError(f"{path} is not under {prefix}")
+    return installed_package(package) / path[len(prefix):]
+
+
+def materialised_files(case: dict, entry: dict | None = None) -> dict[str, str | None]:
+    """{repository path: text (None: absent)} of the case's edited files (head of a regression, base of a refactor),
+    each checked against materialise.yaml's sha256"""
+    entry = entry if entry is not None else materialise.load()["cases"].get(case["id"])
+    if not entry or not entry.get("sources"):
+        raise BuildError(f"{case['id']}: no sources in materialise.yaml")
+    package = package_of(case)
+    out = {}
+    for f in entry["sources"]:
+        src = source_path(package, f["path"])
+        installed = src.read_bytes().decode() if src.is_file() else None
+        try:
+            out[f["path"]] = materialise.materialise_file(f, installed, case["repo"])
+        except materialise.UpstreamMissing:
+            raise
+        except materialise.MaterialiseError as e:
+            raise BuildError(f"{case['id']}: {e}") from None
+    return out
+
+
+def _write(dest: Path, files: dict[str, str | None]) -> None:
+    for path, text in files.items():
+        target = dest / path
+        if text is None:
+            target.unlink(missing_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(text.encode())
+
+
+def build(case: dict, dest: Path, entry: dict | None = None, check_trees: bool = True) -> tuple[Path, str, str]:
+    """Returns (repo, base sha, head sha). entry: the case's materialise.yaml entry (default: read the file)."""
     package = package_of(case)
     want = load_cases()["releases"][package]
     have = installed_version(want["package"])
     if have != want["version"]:
-        raise BuildError(f"patches are written against {want['package']} {want['version']}, installed: {have}")
+        raise BuildError(f"the edits are recorded against {want['package']} {want['version']}, installed: {have}")
+    if not case.get("patch"):
+        entry = entry if entry is not None else materialise.load()["cases"].get(case["id"])
+        files = materialised_files(case, entry)   # before touching dest: a missing cache leaves nothing behind
     dest = Path(dest)
     if dest.exists():
         shutil.rmtree(dest)
@@ -105,29 +156,107 @@ def build(case: dict, dest: Path) -> tuple[Path, str, str]:
     (dest / "README.md").write_text(f"{package} Python sources ({want['package']} {want['version']}) for dlci's benchmark "
                                     f"case {case['id']} ({case['url']}).\n")
     _git(dest, "init", "-q", "-b", "main")
-    patch = (HERE / case["patch"]).read_text()
     refactor = case["kind"] == "refactor"
-    if refactor:   # the state before the refactor
-        _git(dest, "apply", "--check", "-", input=patch)
-        _git(dest, "apply", "-", input=patch)
+    if case.get("patch"):   # a screen.py candidate: its diff, outside the tree
+        patch = Path(case["patch"]).read_text()
+        if refactor:   # the state before the refactor
+            _git(dest, "apply", "--check", "-", input=patch)
+            _git(dest, "apply", "-", input=patch)
+    elif refactor:
+        _write(dest, files)
     _git(dest, "add", "-A")
     _git(dest, "commit", "-q", "-m", "base")
     base = _git(dest, "rev-parse", "HEAD")
     _git(dest, "checkout", "-q", "-b", f"pr/{case['id']}")
-    args = ["apply", "-R"] if refactor else ["apply"]
-    _git(dest, *args, "--check", "-", input=patch)
-    _git(dest, *args, "-", input=patch)
+    if case.get("patch"):
+        args = ["apply", "-R"] if refactor else ["apply"]
+        _git(dest, *args, "--check", "-", input=patch)
+        _git(dest, *args, "-", input=patch)
+    elif refactor:   # back to the installed files
+        for path in files:
+            src = source_path(package, path)
+            if src.is_file():
+                shutil.copyfile(src, dest / path)
+            else:
+                (dest / path).unlink(missing_ok=True)
+    else:
+        _write(dest, files)
+    _git(dest, "add", "-A")
     verb = "Apply" if refactor else "Revert"
-    _git(dest, "commit", "-q", "-am", f"{verb} {case['title']}\n\n{case['url']}")
+    _git(dest, "commit", "-q", "-m", f"{verb} {case['title']}\n\n{case['url']}")
     head = _git(dest, "rev-parse", "HEAD")
+    trees = (entry or {}).get("tree") if not case.get("patch") else None
+    if check_trees and trees:
+        got = {"base": _git(dest, "rev-parse", f"{base}^{{tree}}"), "head": _git(dest, "rev-parse", f"{head}^{{tree}}")}
+        bad = [k for k in ("base", "head") if got[k] != trees.get(k)]
+        if bad:
+            raise BuildError(f"{case['id']}: the {' and '.join(bad)} tree is {got[bad[0]][:12]}, materialise.yaml "
+                             f"records {str(trees.get(bad[0]))[:12]} (another layout or installed sources)")
     return dest, base, head
 
 
+def record(case_id: str, repo: Path) -> dict:
+    """materialise.yaml's entry for a case from a repository holding it (main = base, pr/<case> = head; only the
+    files that differ are recorded, against the installed ones); the entry must rebuild the same trees"""
+    import screen
+    case = {c["id"]: c for c in load_cases()["cases"]}.get(case_id)
+    if case is None:
+        raise BuildError(f"{case_id} is not a case of cases.yaml")
+    package = package_of(case)
+    proj = screen.PROJECTS[package]
+    renames = [(pat, repl) for pat, repl, _ in proj["renames"]]
+    base, head = "main", f"pr/{case_id}"
+    side = base if case["kind"] == "refactor" else head
+    changed = _git(repo, "diff", "--name-only", "--no-renames", base, head).split()
+    entry = {"sources": []}
+    for path in changed:
+        src = source_path(package, path)
+        installed = src.read_bytes().decode() if src.is_file() else None
+        try:
+            target = _git_bytes(repo, "show", f"{side}:{path}").decode()
+        except BuildError:
+            target = None
+        entry["sources"].append(materialise.record_file(case["repo"], case["commit"], path, installed, target,
+                                                        renames, proj.get("path_renames")))
+    want = {"base": _git(repo, "rev-parse", f"{base}^{{tree}}"), "head": _git(repo, "rev-parse", f"{head}^{{tree}}")}
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="record-") as tmp:
+        _, b, h = build(case, Path(tmp) / "repo", entry=entry, check_trees=False)
+        got = {"base": _git(Path(tmp) / "repo", "rev-parse", f"{b}^{{tree}}"),
+               "head": _git(Path(tmp) / "repo", "rev-parse", f"{h}^{{tree}}")}
+    if got != want:
+        raise BuildError(f"{case_id}: the recorded edits rebuild trees {got}, the repository has {want} (files other "
+                         f"than the edited ones differ from the installed release or build.py's layout)")
+    entry = {"tree": got, **entry}
+    doc = materialise.load()
+    tests = (doc["cases"].get(case_id) or {}).get("tests")
+    doc["cases"][case_id] = {**entry, **({"tests": tests} if tests else {})}
+    materialise.save(doc)
+    return entry
+
+
+def _git_bytes(repo: Path, *args: str) -> bytes:
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True)
+    if proc.returncode != 0:
+        raise BuildError(f"git {' '.join(args[:2])}: {proc.stderr.decode(errors='replace').strip()[:300]}")
+    return proc.stdout
+
+
 def main():
+    import argparse
     cases = {c["id"]: c for c in load_cases()["cases"]}
-    if len(sys.argv) != 3 or sys.argv[1] not in cases:
-        raise SystemExit(f"usage: build.py CASE DEST; cases: {', '.join(cases)}")
-    repo, base, head = build(cases[sys.argv[1]], Path(sys.argv[2]))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--upstream", help="the upstream cache folder (materialise.py)")
+    ap.add_argument("case", choices=list(cases), metavar="CASE")
+    ap.add_argument("dest", type=Path)
+    args = ap.parse_args()
+    materialise.set_root(args.upstream)
+    try:
+        repo, base, head = build(cases[args.case], args.dest)
+    except materialise.UpstreamMissing as e:
+        raise SystemExit(str(e))
+    except BuildError as e:
+        raise SystemExit(f"build.py: {e}")
     print(repo, base, head)
 
 

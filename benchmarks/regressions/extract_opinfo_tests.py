@@ -1,6 +1,6 @@
-"""Maintainer tool: write the upstream test files of the onnxscript cases whose test is torchlib's OpInfo harness.
+"""Write the upstream test files of the onnxscript cases whose test is torchlib's OpInfo harness (store.py runs this).
 
-    python benchmarks/regressions/extract_opinfo_tests.py --git-dir /path/to/onnxscript.git [CASE ...]
+    python benchmarks/regressions/extract_opinfo_tests.py [--git-dir /path/to/onnxscript.git] [CASE ...]
 
 A torchlib fix is usually tested by a TorchLibOpInfo entry of tests/function_libs/torch_lib/ops_test_data.py (and
 sometimes an OpInfo of extra_opinfo.py) that ops_test.py runs: each OpInfo sample goes through the torchlib function,
@@ -10,8 +10,10 @@ upstream_test item lists `opinfo_entries`, this writes upstream/<case>__{ops_tes
 TESTED_TORCHLIB_OPS (and extra_opinfo's OP_DB) restricted to the listed entries, the imports of tests.* pointed at the
 sibling files, and the adaptations to the installed release listed in each file's header (an `expecttest` stub,
 dtype_op_schema_compatible as in the release's own tests, TestFunctionValidity dropped: it needs `parameterized`).
-The item's `edits` apply to ops_test_data.py. The upstream files are MIT, Microsoft Corporation. main() writes them
-into the content store (store.py); write_case() writes loose files into OUT (screen.py's candidates, verify.py).
+The item's `edits` apply to ops_test_data.py (extract_tests.apply_edits). The upstream files are MIT, Microsoft
+Corporation; the tree keeps none of them: write_case() writes loose files into OUT (store.py's extraction at run time,
+screen.py's candidates) and main() records their names and sha256 in materialise.yaml (store.put). --git-dir defaults to
+the upstream cache's clone (materialise.py).
 """
 from __future__ import annotations
 
@@ -27,9 +29,10 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import materialise  # noqa: E402
 import store  # noqa: E402
 
-OUT = HERE / "upstream"   # main() sets a temporary folder, whose files it then stores
+OUT = None   # the folder write_case() writes into (main() and store.py set a temporary one)
 GIT = None   # --git-dir
 D = "tests/function_libs/torch_lib"
 
@@ -165,7 +168,8 @@ def extra_names(commit: str) -> set[str]:
             if isinstance(e, ast.Call) and e.args and isinstance(e.args[0], ast.Constant)}
 
 
-def write_case(case: str, commit: str, names: set[str], edits: list[tuple[str, str, str]]) -> None:
+def write_case(case: str, commit: str, names: set[str], edits: list[dict]) -> None:
+    """edits: the item's recorded `edits` (cases.yaml), applied to ops_test_data.py"""
     extra = bool(names & extra_names(commit))
     stem = case.replace("-", "_")
     url = f"https://github.com/microsoft/onnxscript/blob/{commit}/{D}"
@@ -214,10 +218,9 @@ def write_case(case: str, commit: str, names: set[str], edits: list[tuple[str, s
     t = show(commit, f"{D}/ops_test_data.py")
     t, kept = filter_data(t, names)
     has_complex = "complex=True" in t.split("TESTED_TORCHLIB_OPS", 1)[1].split("\n)\n", 1)[0]
-    for fname, old, new in edits:
-        if fname == "ops_test_data":
-            t = sub(t, old, new, r, "case edit (see cases.yaml test_adaptation)" if "\n" in old
-                    else f"{old} -> {new} (case edit, see cases.yaml test_adaptation)")
+    from extract_tests import apply_edits
+    t, labels = apply_edits(case, t, edits, unique=False)
+    r += labels
     if extra:
         new = f"import {mod['extra_opinfo']} as extra_opinfo\nimport {mod['ops_test_common']} as ops_test_common\n"
     else:
@@ -274,19 +277,23 @@ def write_case(case: str, commit: str, names: set[str], edits: list[tuple[str, s
 def main():
     global GIT, OUT
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--git-dir", required=True)
+    ap.add_argument("--git-dir", help="default: the upstream cache's clone (materialise.py)")
+    ap.add_argument("--upstream", help="the upstream cache folder (materialise.py)")
     ap.add_argument("cases", nargs="*")
     args = ap.parse_args()
-    GIT = args.git_dir
+    materialise.set_root(args.upstream)
+    try:
+        GIT = args.git_dir or str(materialise.git_dir("microsoft/onnxscript"))
+    except materialise.UpstreamMissing as e:
+        raise SystemExit(str(e))
     for case in yaml.safe_load((HERE / "cases.yaml").read_text())["cases"]:
         if args.cases and case["id"] not in args.cases:
             continue
         for item in case.get("upstream_test") or []:
             if item.get("opinfo_entries"):
-                edits = [("ops_test_data", e["old"], e["new"]) for e in item.get("edits", [])]
                 with tempfile.TemporaryDirectory(prefix="opinfo-") as tmp:
                     OUT = Path(tmp)
-                    write_case(case["id"], case["commit"], set(item["opinfo_entries"]), edits)
+                    write_case(case["id"], case["commit"], set(item["opinfo_entries"]), item.get("edits", []))
                     store.put(case["id"], {f.name: f.read_text() for f in sorted(OUT.glob("*.py"))})
 
 

@@ -1,17 +1,18 @@
-"""Maintainer tool: extract a fix's own upstream test into benchmarks/regressions/upstream/ (<case>__<module>.py).
+"""Extract a fix's own upstream test (<case>__<module>.py); store.py runs this at run time, main() records hashes.
 
-    python benchmarks/regressions/extract_tests.py --git-dir /path/to/apache-tvm.git [CASE ...]
-    python benchmarks/regressions/extract_tests.py --git-dir /path/to/onnxscript.git [CASE ...]
+    python benchmarks/regressions/extract_tests.py [--git-dir /path/to/apache-tvm.git] [CASE ...]
+    python benchmarks/regressions/extract_tests.py [--git-dir /path/to/onnxscript.git] [CASE ...]
 
-Needs a local git directory of the cases' upstream repository (any clone with the fix commits; cases of another
-repository are skipped). For each case of cases.yaml it reads the
+Reads a git directory of the cases' upstream repository (default: its clone in the upstream cache, materialise.py;
+cases of another repository are skipped). For each case of cases.yaml it reads the
 upstream test file *at the fix commit* and keeps: the module's imports, its module-level assignments and helper
 functions (everything that is not a test), and the case's test functions verbatim. The few API renames between the
 fix's TVM and the installed release are applied as plain text substitutions and listed in the file's header (and in
 cases.yaml `test_adaptation`). The upstream files are Apache-2.0 (c) the Apache Software Foundation; each output
-names its source by commit URL. The files go into the content store (store.py: upstream/manifest.json and
-upstream/files/); verify.py re-extracts them with render() and compares. The benchmark itself never needs the git
-directory.
+names its source by commit URL. The tree keeps none of them: main() records each file's name and sha256 in
+materialise.yaml (store.put), and store.py extracts them with render() whenever a case's tests are needed and checks
+those hashes. A case's `edits` are line edits (`lines: [a, b]`, the sha256 of those lines and the `new` segments, in
+materialise.py's edit language, against the extract after the renames) or `old`/`new` text replacements (renames).
 """
 from __future__ import annotations
 
@@ -26,7 +27,10 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import materialise  # noqa: E402
 import store  # noqa: E402
+
+EDIT_LABEL = "case edit (see cases.yaml test_adaptation)"
 
 # renames between the TVM of 2024-2025 and the installed 0.27 (text substitutions, applied in this order)
 RENAMES = [
@@ -118,20 +122,52 @@ def extract(source: str, tests: list[str]) -> str:
     return "\n\n".join(keep) + "\n"
 
 
-def render(case: dict, item: dict, src: str) -> str:
-    """The upstream/ file of one upstream_test item, from its upstream test file's text at the fix commit: the
-    extract, the renames, the item's recorded `edits`, the header naming the source and the renames applied."""
-    body = extract(src, item["functions"])
+def apply_edits(case_id: str, text: str, edits: list[dict], unique: bool = True) -> tuple[str, list[str]]:
+    """a case's recorded `edits` (cases.yaml): the line edits (materialise.py's language: `lines: [a, b]`, `sha256` of
+    those lines, `new` segments taken from the same text or literal) together against the text, then each
+    `old`/`new` replacement in order (unique: `old` must occur once). Returns the text and a label per edit."""
+    line_edits = [e for e in edits if "lines" in e]
+    for e in line_edits:
+        if "sha256" not in e or any("rev" in s for s in e.get("new", [])):
+            raise SystemExit(f"{case_id}: a line edit of a test needs the sha256 of its lines and takes no upstream "
+                             f"revision")
+    labels = []
+    if line_edits:
+        try:
+            text = "".join(materialise.apply(materialise.lines_of(text), line_edits))
+        except materialise.MaterialiseError as e:
+            raise SystemExit(f"{case_id}: edit: {e}") from None
+        labels += [EDIT_LABEL] * len(line_edits)
+    for edit in edits:
+        if "lines" in edit:
+            continue
+        if unique and text.count(edit["old"]) != 1:
+            raise SystemExit(f"{case_id}: edit target found {text.count(edit['old'])} times")
+        if edit["old"] not in text:
+            raise SystemExit(f"{edit['old']!r} not found")
+        text = text.replace(edit["old"], edit["new"])
+        labels.append(EDIT_LABEL if unique or "\n" in edit["old"] else
+                      f"{edit['old']} -> {edit['new']} (case edit, see cases.yaml test_adaptation)")
+    return text, labels
+
+
+def renamed_extract(src: str, functions: list[str]) -> tuple[str, list[str]]:
+    """extract() with RENAMES applied (the text a case's `edits` apply to), and the renames applied"""
+    body = extract(src, functions)
     applied = []
     for old, new in RENAMES:
         if old in body:
             body = body.replace(old, new)
             applied.append(f"{old.strip()} -> {new.strip() or '(removed)'}")
-    for edit in item.get("edits", []):   # case-specific adaptations, recorded in cases.yaml
-        if body.count(edit["old"]) != 1:
-            raise SystemExit(f"{case['id']}: edit target found {body.count(edit['old'])} times")
-        body = body.replace(edit["old"], edit["new"])
-        applied.append("case edit (see cases.yaml test_adaptation)")
+    return body, applied
+
+
+def render(case: dict, item: dict, src: str) -> str:
+    """The upstream/ file of one upstream_test item, from its upstream test file's text at the fix commit: the
+    extract, the renames, the item's recorded `edits`, the header naming the source and the renames applied."""
+    body, applied = renamed_extract(src, item["functions"])
+    body, labels = apply_edits(case["id"], body, item.get("edits", []))   # case-specific adaptations
+    applied += labels
     for pattern, repl, label in REGEX_RENAMES:
         body, n = re.subn(pattern, repl, body)
         if n:
@@ -150,9 +186,11 @@ def render(case: dict, item: dict, src: str) -> str:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--git-dir", required=True)
+    ap.add_argument("--git-dir", help="default: the upstream cache's clone (materialise.py)")
+    ap.add_argument("--upstream", help="the upstream cache folder (materialise.py)")
     ap.add_argument("cases", nargs="*")
     args = ap.parse_args()
+    materialise.set_root(args.upstream)
     doc = yaml.safe_load((HERE / "cases.yaml").read_text())
     for case in doc["cases"]:
         if args.cases and case["id"] not in args.cases:
@@ -160,19 +198,24 @@ def main():
         gt = case.get("upstream_test")
         if not gt:
             continue
-        if subprocess.run(["git", "--git-dir", args.git_dir, "cat-file", "-e", case["commit"]],
+        try:
+            git_dir = args.git_dir or str(materialise.git_dir(case["repo"]))
+        except materialise.UpstreamMissing as e:
+            raise SystemExit(str(e))
+        if subprocess.run(["git", "--git-dir", git_dir, "cat-file", "-e", case["commit"]],
                           capture_output=True).returncode:
-            print(f"{case['id']}: {case['commit'][:10]} is not in {args.git_dir} (another repository)", file=sys.stderr)
+            print(f"{case['id']}: {case['commit'][:10]} is not in {git_dir} (another repository)", file=sys.stderr)
             continue
         for item in gt:
             if item.get("opinfo_entries"):   # torchlib's OpInfo harness: extract_opinfo_tests.py writes these
                 continue
-            src = subprocess.run(["git", "--git-dir", args.git_dir, "show", f"{case['commit']}:{item['file']}"],
+            src = subprocess.run(["git", "--git-dir", git_dir, "show", f"{case['commit']}:{item['file']}"],
                                  capture_output=True, text=True, check=True).stdout
             name = test_file_name(case["id"], item["file"])
             text = render(case, item, src)
             store.put(case["id"], {name: text})
-            print(f"upstream/{name} (stored)", len(text.encode()), "bytes", file=sys.stderr)
+            print(f"{name}: sha256 {store.sha256(text.encode())[:16]} recorded", len(text.encode()), "bytes",
+                  file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,15 @@
 """Ground truth of a case: the fix's own upstream test must fail on head (the fix reverted) and pass on base.
 
-    python benchmarks/regressions/groundtruth.py [CASE ...] [--refresh]
+    python benchmarks/regressions/groundtruth.py [--upstream DIR] [CASE ...] [--refresh]
 
-Each revision of the case's repository is exported to a directory and the case's upstream test files
-(<case>__<module>.py, materialised from the content store benchmarks/regressions/upstream/manifest.json, see
-store.py) run under pytest with that checkout's python/ first on PYTHONPATH
-over the installed native library (TVM_LIBRARY_PATH), as dlci runs a TVM checkout; a conftest asserts that `tvm`
-is imported from the checkout. On head pytest stops at the first failure (-x). Results are cached under
-$DLCI_CACHE_DIR (or ~/.cache/dlci) keyed by the patch, the test files (names and bytes as materialised), this
-file and the installed versions.
+Each revision of the case's repository (build.py) is exported to a directory and the case's upstream test files
+(<case>__<module>.py, extracted from the upstream cache and checked against materialise.yaml, see store.py) run under
+pytest with that checkout's python/ first on PYTHONPATH over the installed native library (TVM_LIBRARY_PATH), as dlci
+runs a TVM checkout; a conftest asserts that `tvm` is imported from the checkout. On head pytest stops at the first
+failure (-x). Results are cached under $DLCI_CACHE_DIR (or ~/.cache/dlci) keyed by the case's materialised sources
+(their recorded sha256 and tree ids; a screen candidate's diff), the test files (names and sha256), this file,
+upstream/_torch_numeric.py and the installed versions. Without the upstream cache it exits saying how to get it
+(materialise.py fetch).
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from build import HERE, LAYOUT, build, installed_package, installed_tvm, installed_version, load_cases, package_of  # noqa: E402,E501
+from build import HERE, LAYOUT, BuildError, build, installed_tvm, installed_version, package_of  # noqa: E402
+import materialise  # noqa: E402
 import store  # noqa: E402
 
 VERSION = 1
@@ -45,20 +47,36 @@ def cache_dir() -> Path:
 
 
 def test_files(case: dict) -> list[tuple[str, bytes]]:
-    """[(name, content)] of the case's upstream test files in name order: from the store, or, where UPSTREAM is set
-    to a folder of loose files (screen.py's candidates), its <case>__*.py"""
+    """[(name, content)] of the case's upstream test files in name order: extracted by store.py (checked against
+    materialise.yaml), or, where UPSTREAM is set to a folder of loose files (screen.py's candidates), its
+    <case>__*.py"""
     if UPSTREAM == store.UPSTREAM:
         return store.files(case["id"])
     stem = case["id"].replace("-", "_")
     return [(f.name, f.read_bytes()) for f in sorted(UPSTREAM.glob(f"{stem}__*.py"))]
 
 
+def test_digests(case: dict) -> list[tuple[str, str]]:
+    """[(name, sha256)] of the case's test files: as recorded (store.files checks them whenever they are used), or of
+    the loose files"""
+    if UPSTREAM == store.UPSTREAM:
+        return list(store.recorded(case["id"]).items())
+    return [(name, store.sha256(data)) for name, data in test_files(case)]
+
+
 def cache_key(case: dict) -> str:
     h = hashlib.sha256(f"v{VERSION}".encode())
-    h.update((HERE / case["patch"]).read_bytes())
-    for name, data in test_files(case) + [(f.name, f.read_bytes()) for f in (UPSTREAM / "_torch_numeric.py",
-                                                                            Path(__file__))]:
-        h.update(name.encode() + data)
+    if case.get("patch"):   # a screen.py candidate
+        h.update(Path(case["patch"]).read_bytes())
+    else:
+        entry = materialise.load()["cases"].get(case["id"]) or {}
+        h.update(json.dumps({"tree": entry.get("tree"), "sources": [[f["path"], f["installed"], f["result"]]
+                                                                    for f in entry.get("sources", [])]},
+                            sort_keys=True).encode())
+    for name, digest in test_digests(case):
+        h.update(f"{name}={digest}".encode())
+    for f in (store.UPSTREAM / "_torch_numeric.py", Path(__file__)):
+        h.update(f.name.encode() + f.read_bytes())
     for dist in ("apache-tvm", "onnxscript", "onnx-ir", "torch", "onnx", "onnxruntime", "numpy"):
         h.update(f"{dist}={installed_version(dist)}".encode())
     return h.hexdigest()[:20]
@@ -82,7 +100,7 @@ def run_tests(case: dict, checkout: Path, stop_first: bool, timeout: float = 120
     try:
         for name, data in files:
             (tdir / name).write_bytes(data)
-        shutil.copy(UPSTREAM / "_torch_numeric.py", tdir / "_torch_numeric.py")
+        shutil.copy(store.UPSTREAM / "_torch_numeric.py", tdir / "_torch_numeric.py")
         (tdir / "conftest.py").write_text(CONFTEST)
         package = package_of(case)
         src_root = checkout / Path(LAYOUT[package][0]).parent   # python/ for TVM, the root for onnxscript
@@ -114,8 +132,9 @@ def check(case: dict, repo: Path, base: str, head: str, refresh: bool = False) -
     """{'valid': bool, 'reason': str, 'head': {...}, 'base': {...}} (cached)."""
     if case["kind"] != "regression":
         return {"valid": True, "reason": "refactor: no ground truth needed", "cached": False}
-    if not test_files(case):
+    if not test_digests(case):
         return {"valid": False, "reason": "no upstream test for this fix", "cached": False}
+    test_files(case)   # extracted and checked against their recorded sha256 (StoreError), cached result or not
     key = cache_key(case)
     path = cache_dir() / f"{case['id']}-{key}.json"
     if path.exists() and not refresh:
@@ -141,15 +160,21 @@ def check(case: dict, repo: Path, base: str, head: str, refresh: bool = False) -
 
 
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    refresh = "--refresh" in sys.argv
-    doc = load_cases()
-    for case in doc["cases"]:
-        if args and case["id"] not in args:
-            continue
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--upstream", help="the upstream cache folder (materialise.py)")
+    ap.add_argument("--refresh", action="store_true", help="run the tests again, whatever is cached")
+    ap.add_argument("cases", nargs="*")
+    args = ap.parse_args()
+    for case in materialise.cases_for(args.cases, args.upstream):
         with tempfile.TemporaryDirectory(prefix="gt-repo-") as tmp:
-            repo, base, head = build(case, Path(tmp) / "repo")
-            res = check(case, repo, base, head, refresh=refresh)
+            try:
+                repo, base, head = build(case, Path(tmp) / "repo")
+                res = check(case, repo, base, head, refresh=args.refresh)
+            except materialise.UpstreamMissing as e:
+                raise SystemExit(str(e))
+            except (BuildError, store.StoreError) as e:
+                res = {"valid": False, "reason": f"not materialised: {e}"}
         print(json.dumps({"case": case["id"], "valid": res["valid"], "reason": res["reason"],
                           **{k: {x: res[k][x] for x in ("status", "summary", "seconds", "failed")}
                              for k in ("head", "base") if k in res}}), flush=True)

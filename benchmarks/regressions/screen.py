@@ -24,8 +24,10 @@ and the first one a commit fails is the column that stopped it:
   qualifies              a case: the reverse diff is the head, the extracted test its ground truth
 
 The screen never runs dlci and never looks at whether dlci catches a case. Writes DIR/screen.{json,csv,md} and, for
-every commit past the revert stage, DIR/cand/<id>/ (<id>.diff and the extracted upstream test files named as in
-upstream/). Ground-truth results are cached (groundtruth.py's cache, $DLCI_CACHE_DIR). The same inputs (mirror
+every commit past the revert stage, DIR/cand/<id>/ (<id>.diff and the extracted upstream test files, named as store.py
+names them). --emit adds the qualifying rows to cases.yaml and records their materialisation in materialise.yaml (the
+files as edits of the installed release with lines of the upstream files, the test files' names and sha256): no
+upstream text goes into the tree. Ground-truth results are cached (groundtruth.py's cache, $DLCI_CACHE_DIR). The same inputs (mirror
 state, window, installed releases) give the same table.
 """
 from __future__ import annotations
@@ -595,7 +597,7 @@ def operators(proj: dict, patch: str) -> list[str]:
     return ops
 
 
-OPINFO_ADAPTATION = ("OpInfo harness (the fix's test is its ops_test_data.py entries): upstream/<id>__{ops_test,"
+OPINFO_ADAPTATION = ("OpInfo harness (the fix's test is its ops_test_data.py entries): <id>__{ops_test,"
                      "ops_test_common,ops_test_data[,extra_opinfo]}.py are those modules at the fix commit with "
                      "TESTED_TORCHLIB_OPS (and extra_opinfo's OP_DB) restricted to the fix's entries, tests.* imports "
                      "pointed at the sibling files, an expecttest stub, dtype_op_schema_compatible from the release's "
@@ -603,20 +605,24 @@ OPINFO_ADAPTATION = ("OpInfo harness (the fix's test is its ops_test_data.py ent
 
 
 def emit(out: Path, args) -> None:
-    """add the qualifying rows of out/screen.json to cases.yaml (patch and upstream test files copied)"""
+    """add the qualifying rows of out/screen.json to cases.yaml, and their materialisation to materialise.yaml: the
+    candidate's files (its diff applied to the installed release) described as edits of the installed files with
+    lines of the upstream files at the commit's parent (build.record), and the names and sha256 of its extracted test
+    files (store.put); no upstream text is written into the tree"""
+    import build
+    import materialise
+    materialise.use_git_dir(PROJECTS[json.loads((out / "screen.json").read_text())["meta"]["project"]]["repo"],
+                            args.git_dir)
     doc = json.loads((out / "screen.json").read_text())
     proj = PROJECTS[doc["meta"]["project"]]
     cases_path = HERE / "cases.yaml"
     have = {c["id"] for c in yaml.safe_load(cases_path.read_text())["cases"]}
-    blocks = []
+    blocks, added = [], []
     for r in doc["rows"]:
         if r.get("stage") != "qualifies" or r["id"] in have or r.get("in_corpus"):
             continue
         cand = out / "cand" / r["id"]
         patch = (cand / f"{r['id']}.diff").read_text()
-        shutil.copyfile(cand / f"{r['id']}.diff", HERE / "patches" / f"{r['id']}.diff")
-        stem = r["id"].replace("-", "_")
-        store.put(r["id"], {f.name: f.read_text() for f in sorted(cand.glob(f"{stem}__*.py"))})
         files = re.findall(r"(?m)^diff --git a/(\S+) ", patch)
         renames = [f"{a} -> {b}" for a, b, _ in (tuple(x) for x in doc["meta"]["renames"])]
         adapt = []
@@ -641,18 +647,26 @@ def emit(out: Path, args) -> None:
             "revert": ("literal: the commit's reverse diff applied with `patch -R -F3`"
                        + (f" after screen.py's API renames for {doc['meta']['project']}" if renames else "")
                        + f": {r['revert']}"),
-            "patch": f"patches/{r['id']}.diff",
             "upstream_test": r["upstream_test"],
             **({"test_adaptation": "; ".join(adapt)} if adapt else {}),
             "screen": {"rule": r["rule"], "window": f"[{doc['meta']['since']}, {doc['meta']['until']})",
                        "tool": "benchmarks/regressions/screen.py"},
         }
         blocks.append(yaml.safe_dump([case], sort_keys=False, width=200, allow_unicode=True))
-        print("added", r["id"], file=sys.stderr)
+        added.append((case, cand))
     if blocks:
         text = cases_path.read_text()
         i = text.index("\nexcluded:")
         cases_path.write_text(text[:i + 1] + "".join(blocks) + text[i + 1:])
+    for case, cand in added:   # now that cases.yaml names them
+        with tempfile.TemporaryDirectory(prefix="emit-") as tmp:
+            repo, _, _ = build.build({**case, "patch": str(cand / f"{case['id']}.diff")}, Path(tmp) / "repo")
+            entry = build.record(case["id"], repo)
+        stem = case["id"].replace("-", "_")
+        store.put(case["id"], {f.name: f.read_text() for f in sorted(cand.glob(f"{stem}__*.py"))})
+        lit = sum(materialise.literal_lines(f.get("edits", [])) for f in entry["sources"])
+        print(f"added {case['id']}: {len(entry['sources'])} file(s) recorded as edits ({lit} literal line(s)), "
+              f"{len(store.recorded(case['id']))} test file(s)", file=sys.stderr)
 
 
 def main():

@@ -1,43 +1,38 @@
-"""The cases' upstream test files, each distinct one stored once (content-addressed).
+"""The cases' upstream test files: extracted at run time from the upstream cache, checked against recorded sha256.
 
-    python benchmarks/regressions/store.py CASE DEST      # write the case's test files into DEST (as groundtruth does)
-    python benchmarks/regressions/store.py --stats        # files and lines stored, and as materialised
+    python benchmarks/regressions/store.py [--upstream DIR] CASE DEST   # write the case's test files into DEST
+    python benchmarks/regressions/store.py --stats                      # cases and files recorded
 
-A case's test files are upstream/<case>__<module>.py as the extraction tools write them (extract_tests.py,
-extract_opinfo_tests.py, screen.py): a header of comment lines naming the upstream source by commit URL, its licence
-and the renames applied, then the extracted module. The header names the case's commit, and the OpInfo harness modules
-import their sibling files as `<case>__ops_test_common` etc., so the same upstream module differs between cases only
-there. They are stored as:
-
-- upstream/manifest.json: for each case id, its files in name order: `name` (<case>__<module>.py), `header` (its
-  lines), `body` (the file under upstream/files/ holding the rest) and `sha256` (of the whole file as materialised);
-- upstream/files/<module>__<sha256 of the body, 16 hex>.py: the module text with the case's own prefix `<case>__`
-  written DLCI_CASE__ (so it stays importable Python), one file per distinct body, shared by the cases that use it.
-
-Materialising is header + body with DLCI_CASE__ back to `<case>__`; the result is checked against `sha256`, so a
-materialised file is byte for byte the file the tool wrote (the ground-truth cache key hashes these bytes).
-verify.py re-extracts them from the pinned upstream commits and compares with `sha256`.
+The tree keeps no upstream test file. materialise.yaml records, per case with an `upstream_test` in cases.yaml, the
+names (<case>__<module>.py) and sha256 of its test files as the extraction tools write them: screen.py's extract for
+the cases it added (`screen:`), else extract_tests.py (imports, module helpers and the listed test functions of the
+upstream test file at the case's commit, with the tools' renames and the case's recorded `edits`) or
+extract_opinfo_tests.py (torchlib's OpInfo harness modules at the commit, restricted to the fix's entries). files()
+runs that tool again on the upstream repository in the cache (materialise.py: the cases' commits, and the tags the
+tools read at the commits pinned in materialise.yaml `pins`) and returns the files only if their names and sha256 are
+the recorded ones, so the files are byte for byte those the ground truth was established with. put() records what a
+tool wrote (extract_tests.py, extract_opinfo_tests.py, screen.py --emit).
 """
 from __future__ import annotations
 
+import argparse
+import contextlib
+import copy
 import hashlib
-import json
+import io
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-UPSTREAM = HERE / "upstream"
-FILES = UPSTREAM / "files"
-MANIFEST = UPSTREAM / "manifest.json"
-PLACEHOLDER = "DLCI_CASE__"
-# the lines the extraction tools put before the extracted module (extract_tests.render, extract_opinfo_tests.header,
-# screen.HARNESS_NOTE)
-HEADER_PREFIXES = ("# flake8: noqa", "# pylint: skip-file", "# ---- from ", "# (", "# dlci screen: ",
-                   "# Renames for the installed release:", "# verify_model below is dlci's numerical replacement")
-ABOUT = ("The upstream test files of cases.yaml, stored once per distinct body: see benchmarks/regressions/store.py "
-         "(materialise) and verify.py (re-extract from the pinned commits and compare sha256).")
-# a tag an extraction tool reads besides the cases' commits (extract_opinfo_tests.py, screen.RELEASE_TESTS), pinned
-PINS = {"microsoft/onnxscript": {"v0.7.1": "386769d2c53c414de7da1a86d9d50e067a60af04"}}
+sys.path.insert(0, str(HERE))
+
+import yaml  # noqa: E402
+
+import materialise  # noqa: E402
+
+UPSTREAM = HERE / "upstream"   # dlci's own _torch_numeric.py (the numerical verify_model of the torch tests)
 
 
 class StoreError(Exception):
@@ -52,55 +47,90 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def load() -> dict:
-    if not MANIFEST.exists():
-        return {"about": ABOUT, "placeholder": PLACEHOLDER, "pins": PINS, "cases": {}}
-    return json.loads(MANIFEST.read_text())
+def _cases() -> dict:
+    return {c["id"]: c for c in yaml.safe_load((HERE / "cases.yaml").read_text())["cases"]}
 
 
-def save(manifest: dict) -> None:
-    manifest["cases"] = dict(sorted(manifest["cases"].items()))
-    MANIFEST.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
+def recorded(case_id: str, doc: dict | None = None) -> dict[str, str]:
+    """{file name: sha256} of the case's test files, in name order ({} for a case without an upstream test)"""
+    entry = (doc or materialise.load())["cases"].get(case_id) or {}
+    return dict(sorted((entry.get("tests") or {}).items()))
 
 
-def split(case_id: str, name: str, text: str) -> tuple[list[str], str, str]:
-    """(header lines, body with the case prefix written DLCI_CASE__, body file name)"""
-    lines = text.splitlines(keepends=True)
-    n = 0
-    while n < len(lines) and lines[n].startswith(HEADER_PREFIXES) and lines[n].endswith("\n"):
-        n += 1
-    body = "".join(lines[n:])
-    if PLACEHOLDER in body:
-        raise StoreError(f"{name}: the text holds {PLACEHOLDER} itself")
-    body = body.replace(f"{stem(case_id)}__", PLACEHOLDER)
-    module = name.split("__", 1)[1].removesuffix(".py") if "__" in name else Path(name).stem
-    return [l[:-1] for l in lines[:n]], body, f"{module}__{sha256(body.encode())[:16]}.py"
+def extract(case: dict, dest: Path, git_dir: str | None = None, pins: dict[str, str] | None = None) -> None:
+    """write the case's test files into dest as the tool that wrote them does (loose files), reading the upstream
+    repository at git_dir (default: its clone in the upstream cache); pins: {tag: commit} read in the tag's place"""
+    import extract_opinfo_tests as eo
+    import extract_tests as et
+    import screen
+    if git_dir is None:
+        git_dir = str(materialise.git_dir(case["repo"]))
+    if pins is None:
+        pins = (materialise.load().get("pins") or {}).get(case["repo"], {})
+    case = copy.deepcopy(case)   # screen.extract records the harness in the items
+    saved = eo.show, eo.GIT, eo.OUT, screen.show
+    # a pinned tag is read at its commit (screen.extract replaces eo.show with its own, which reads screen.show)
+    eo.show = lambda commit, path: saved[0](pins.get(commit, commit), path)
+    screen.show = lambda gitdir, rev, path: saved[3](gitdir, pins.get(rev, rev), path)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            if case.get("screen"):
+                proj = next(p for p in screen.PROJECTS.values() if p["repo"] == case["repo"])
+                screen.extract(proj, case, git_dir, dest)
+                return
+            for item in case.get("upstream_test") or []:
+                if item.get("opinfo_entries"):
+                    eo.GIT, eo.OUT = git_dir, dest
+                    eo.write_case(case["id"], case["commit"], set(item["opinfo_entries"]), item.get("edits", []))
+                else:
+                    src = subprocess.run(["git", "--git-dir", git_dir, "show", f"{case['commit']}:{item['file']}"],
+                                         capture_output=True, text=True, check=True).stdout
+                    (dest / et.test_file_name(case["id"], item["file"])).write_text(et.render(case, item, src))
+    finally:
+        eo.show, eo.GIT, eo.OUT, screen.show = saved
 
 
-def join(case_id: str, header: list[str], body: str) -> str:
-    return "".join(l + "\n" for l in header) + body.replace(PLACEHOLDER, f"{stem(case_id)}__")
+_FILES: dict[str, list[tuple[str, bytes]]] = {}
 
 
-def entries(case_id: str, manifest: dict | None = None) -> list[dict]:
-    return (manifest or load())["cases"].get(case_id, [])
+def files(case_id: str, doc: dict | None = None) -> list[tuple[str, bytes]]:
+    """[(name, content)] of the case's test files in name order, extracted from the upstream cache and checked
+    against the recorded names and sha256 (StoreError otherwise; materialise.UpstreamMissing without the cache)"""
+    want = recorded(case_id, doc)
+    if not want:
+        return []
+    key = f"{materialise.root()}|{case_id}|{sorted(want.items())}"
+    if key in _FILES:
+        return _FILES[key]
+    case = _cases().get(case_id)
+    if case is None:
+        raise StoreError(f"{case_id}: not a case of cases.yaml")
+    pins = ((doc or materialise.load()).get("pins") or {}).get(case["repo"], {})
+    materialise.require([case["repo"]], {case["repo"]: [case["commit"], *pins.values()]})
+    with tempfile.TemporaryDirectory(prefix="store-") as tmp:
+        try:
+            extract(case, Path(tmp), pins=pins)
+        except materialise.UpstreamMissing:
+            raise
+        except subprocess.CalledProcessError as e:
+            if not materialise.has_commit(case["repo"], case["commit"]):
+                raise materialise.missing(f"commit {case['commit'][:12]} of {case['repo']} is not in the upstream "
+                                           f"cache") from None
+            raise StoreError(f"{case_id}: extraction failed: {e.stderr.strip()[:300] if e.stderr else e}") from None
+        except (SystemExit, Exception) as e:  # noqa: BLE001  (the tools exit with a message)
+            raise StoreError(f"{case_id}: extraction failed: {str(e)[:300]}") from None
+        got = {f.name: f.read_bytes() for f in sorted(Path(tmp).glob("*.py"))}
+    if set(got) != set(want):
+        raise StoreError(f"{case_id}: the tools write {sorted(got)}, materialise.yaml records {sorted(want)}")
+    for name, data in got.items():
+        if sha256(data) != want[name]:
+            raise StoreError(f"{case_id}: {name} is extracted with sha256 {sha256(data)[:16]}, materialise.yaml "
+                             f"records {want[name][:16]} (the upstream text, a tool or an edit changed)")
+    _FILES[key] = [(n, got[n]) for n in sorted(got)]
+    return _FILES[key]
 
 
-def files(case_id: str, manifest: dict | None = None) -> list[tuple[str, bytes]]:
-    """[(name, content)] of the case's test files, in name order, each checked against its recorded sha256"""
-    out = []
-    for e in entries(case_id, manifest):
-        path = FILES / e["body"]
-        if not path.is_file():
-            raise StoreError(f"{case_id}: {e['name']}: upstream/files/{e['body']} is missing")
-        data = join(case_id, e["header"], path.read_text()).encode()
-        if sha256(data) != e["sha256"]:
-            raise StoreError(f"{case_id}: {e['name']} materialises to sha256 {sha256(data)[:16]}, "
-                             f"the manifest records {e['sha256'][:16]}")
-        out.append((e["name"], data))
-    return out
-
-
-def materialise(case_id: str, dest: Path) -> list[Path]:
+def materialise_files(case_id: str, dest: Path) -> list[Path]:
     dest.mkdir(parents=True, exist_ok=True)
     out = []
     for name, data in files(case_id):
@@ -110,57 +140,49 @@ def materialise(case_id: str, dest: Path) -> list[Path]:
 
 
 def put(case_id: str, new: dict[str, str]) -> None:
-    """Store the given files of a case ({name: text}, as a tool wrote them), replacing those of the same names, and
-    drop the bodies no case uses any more."""
-    manifest = load()
-    have = {e["name"]: e for e in manifest["cases"].get(case_id, [])}
-    for name, text in new.items():
+    """record the given files of a case ({name: text}, as a tool wrote them): their names and sha256, replacing the
+    records of the same names"""
+    doc = materialise.load()
+    for name in new:
         if not name.startswith(f"{stem(case_id)}__"):
             raise StoreError(f"{name} is not a file of {case_id} (<case>__<module>.py)")
-        header, body, fname = split(case_id, name, text)
-        if join(case_id, header, body) != text:
-            raise StoreError(f"{name} does not round-trip through the store")
-        path = FILES / fname
-        if path.exists() and path.read_text() != body:
-            raise StoreError(f"upstream/files/{fname}: another body with the same hash prefix")
-        FILES.mkdir(parents=True, exist_ok=True)
-        path.write_text(body)
-        have[name] = {"name": name, "header": header, "body": fname, "sha256": sha256(text.encode())}
-    manifest["cases"][case_id] = [have[n] for n in sorted(have)]
-    save(manifest)
-    gc(manifest)
+    entry = doc["cases"].setdefault(case_id, {})
+    tests = dict(entry.get("tests") or {})
+    tests.update({name: sha256(text.encode()) for name, text in new.items()})
+    entry["tests"] = dict(sorted(tests.items()))
+    materialise.save(doc)
+    _FILES.clear()
 
 
-def gc(manifest: dict) -> list[str]:
-    used = {e["body"] for es in manifest["cases"].values() for e in es}
-    gone = []
-    for path in sorted(FILES.glob("*.py")):
-        if path.name not in used:
-            path.unlink()
-            gone.append(path.name)
-    return gone
-
-
-def stats(manifest: dict | None = None) -> dict:
-    manifest = manifest or load()
-    bodies = sorted(FILES.glob("*.py"))
-    mat = [data for cid in manifest["cases"] for _, data in files(cid, manifest)]
-    return {"cases": len(manifest["cases"]), "files_materialised": len(mat),
-            "lines_materialised": sum(d.count(b"\n") for d in mat),
-            "bodies_stored": len(bodies), "body_lines": sum(p.read_text().count("\n") for p in bodies),
-            "manifest_lines": MANIFEST.read_text().count("\n")}
+def stats(doc: dict | None = None) -> dict:
+    doc = doc or materialise.load()
+    tests = {cid: e.get("tests") or {} for cid, e in doc["cases"].items()}
+    return {"cases_with_tests": sum(1 for t in tests.values() if t), "files": sum(len(t) for t in tests.values()),
+            "distinct_files": len({h for t in tests.values() for h in t.values()})}
 
 
 def main():
-    if sys.argv[1:] == ["--stats"]:
-        print(json.dumps(stats(), indent=1))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--upstream", help="the upstream cache folder (materialise.py)")
+    ap.add_argument("--stats", action="store_true")
+    ap.add_argument("case", nargs="?")
+    ap.add_argument("dest", nargs="?", type=Path)
+    args = ap.parse_args()
+    if args.stats:
+        print(yaml.safe_dump(stats(), sort_keys=False), end="")
         return
-    if len(sys.argv) != 3 or sys.argv[1].startswith("-"):
-        raise SystemExit(__doc__.split("\n\n")[1])
-    if sys.argv[1] not in load()["cases"]:
-        raise SystemExit(f"{sys.argv[1]}: no upstream test files stored")
-    for path in materialise(sys.argv[1], Path(sys.argv[2])):
-        print(path)
+    if not args.case or not args.dest:
+        ap.error("CASE and DEST are required")
+    if not recorded(args.case):
+        raise SystemExit(f"{args.case}: no upstream test files recorded in materialise.yaml")
+    materialise.set_root(args.upstream)
+    try:
+        for path in materialise_files(args.case, args.dest):
+            print(path)
+    except materialise.UpstreamMissing as e:
+        raise SystemExit(str(e))
+    except StoreError as e:
+        raise SystemExit(f"store.py: {e}")
 
 
 if __name__ == "__main__":
