@@ -38,6 +38,9 @@ class Outcome:
     # (dlci.testcase.value_class), which the directed search steers toward new ones
     values: dict = field(default_factory=dict)
     digest: list = field(default_factory=list)     # per output: shape and summary numbers of what the target gave
+    # the target's fingerprint of the model it converted (Target.fingerprint; asked in PR scans): two revisions
+    # that convert an input to the same model compute the same thing on it
+    model_digest: str = ""
     batch: int = 1                # tests that shared this one's convert and compile (dlci.testcase.execute_batch)
     # the first test of its target in its worker: its seconds include the target's one-time start there (the
     # imports and first calls of its libraries), which the scheduler does not charge to the arm (up to a bound)

@@ -276,3 +276,36 @@ def test_an_argument_set_away_from_its_default_is_left_to_it():
     m = M._without_kwarg(inst, "ceil_mode")
     assert "ceil_mode" not in m.call["kwargs"] and "ceil_mode" not in m.params and m.id != inst.id
     assert "[value: ceil_mode left to its default]" in m.origin.test and not m.expected_arrays()
+
+
+def test_divergence_tells_status_outputs_and_graph_apart_and_fingerprints_ignore_names():
+    from dlci.directed import divergence
+    from dlci.outcome import INCONSISTENT, PASS, UNSUPPORTED, Outcome, digest
+    import numpy as np
+    same = digest([np.arange(6, dtype=np.float32)])
+    other = digest([np.arange(6, dtype=np.float32) * 2])
+    head = {"status": PASS, "digest": same, "model": "aaaa"}
+
+    def base(status=PASS, d=same, model="aaaa"):
+        return Outcome("i", "op", "t", status=status, digest=d, model_digest=model)
+    assert divergence.compare(head, base()) is None
+    assert divergence.compare(head, base(model="bbbb")) == "graph"
+    assert divergence.compare(head, base(d=other, model="bbbb")) == "outputs"
+    assert divergence.compare(head, base(status=UNSUPPORTED)) == "status"
+    assert divergence.compare(head, base(status=INCONSISTENT)) == "status" and divergence.fixed(head, base(
+        status=INCONSISTENT))
+    assert not divergence.fixed({**head, "status": INCONSISTENT}, base())
+
+    import onnx
+    from onnx import helper, TensorProto
+    from dlci.targets._common import onnx_fingerprint
+
+    def model(names, op="Relu"):
+        x = helper.make_tensor_value_info(names[0], TensorProto.FLOAT, [2])
+        y = helper.make_tensor_value_info(names[2], TensorProto.FLOAT, [2])
+        nodes = [helper.make_node(op, [names[0]], [names[1]], name=names[3]),
+                 helper.make_node("Neg", [names[1]], [names[2]])]
+        return helper.make_model(helper.make_graph(nodes, "g", [x], [y]))
+    a, b = model(["x", "t", "y", "n1"]), model(["input", "val_3", "out", "node_7"])
+    assert onnx_fingerprint(a) == onnx_fingerprint(b)
+    assert onnx_fingerprint(a) != onnx_fingerprint(model(["x", "t", "y", "n1"], op="Sigmoid"))

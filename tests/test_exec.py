@@ -295,3 +295,19 @@ def test_gpu_memory_per_process_from_nvidia_smi_output():
     from dlci.exec.engine import parse_compute_apps
     text = "12345, 1530\n12345, 20\n777, [N/A]\n\n4242, 80000\n"
     assert parse_compute_apps(text) == {12345: 1550, 4242: 80000}
+
+
+def test_twin_jobs_run_in_the_other_revisions_environment_beside_this_ones():
+    """A divergence search's twin jobs go to the twin workers (the base revision's environment), the others to the
+    engine's own, in one run; an engine without twin workers answers a twin job as a harness error."""
+    with Engine(workers=1, timeout=30, env={"DLCI_SIDE": "head"}, twin_env={"DLCI_SIDE": "base"}) as engine:
+        jobs = [job(f"h{i}", "env_values", ["DLCI_SIDE"]) for i in range(3)] + \
+               [job(f"b{i}", "env_values", ["DLCI_SIDE"], twin=True) for i in range(3)]
+        info, res, _ = collect(engine, jobs)
+    assert info.completed == 6
+    sides = {k: json.loads(r["log"])["DLCI_SIDE"] for k, r in res.items()}
+    assert sides == {**{f"h{i}": "head" for i in range(3)}, **{f"b{i}": "base" for i in range(3)}}
+    assert len({res[f"h{i}"]["message"] for i in range(3)} & {res[f"b{i}"]["message"] for i in range(3)}) == 0
+    with Engine(workers=1, timeout=30) as engine:
+        _, res, _ = collect(engine, [job("b", "env_values", ["DLCI_SIDE"], twin=True), job("h", "ok")])
+    assert res["b"]["status"] == INVALID and res["h"]["status"] == PASS

@@ -23,8 +23,10 @@ from dlci.outcome import PASS, Outcome
 BATCH_JOB = "dlci.testcase.batch:execute_batch_job"  # many tests of one target, packed (dlci.testcase.batch)
 
 
-def open_engine(options: RunOptions, targets: dict, *, env: dict | None = None, log_dir: Path | None = None) -> Engine:
-    """The sandboxed workers a campaign runs in (``env``: the revision's environment in PR mode)."""
+def open_engine(options: RunOptions, targets: dict, *, env: dict | None = None, log_dir: Path | None = None,
+                twin_env: dict | None = None) -> Engine:
+    """The sandboxed workers a campaign runs in (``env``: the revision's environment in PR mode; ``twin_env``: the
+    other revision's, for one more worker that runs the twin tests of a divergence search)."""
     warm = sorted({m for t in targets.values() for m in t.warm_imports})
     gpus, gpu_memory = [], None
     probes = {t.probe for t in targets.values() if getattr(t, "probe", None)}
@@ -32,7 +34,8 @@ def open_engine(options: RunOptions, targets: dict, *, env: dict | None = None, 
         from dlci.devices import worker_gpus
         gpus, gpu_memory = worker_gpus(probes)
     return Engine(workers=options.workers, timeout=options.timeout, memory_mb=options.memory_mb, warm_imports=warm,
-                  env=env, log_dir=str(log_dir or options.out / "logs"), gpus=gpus, gpu_memory_mb=gpu_memory)
+                  env=env, log_dir=str(log_dir or options.out / "logs"), gpus=gpus, gpu_memory_mb=gpu_memory,
+                  twin_env=twin_env)
 
 
 class Steered:
@@ -119,13 +122,15 @@ class Steered:
 
 def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: RunOptions, *,
             trace_files: tuple[str, ...] = (), until: float | None = None, hard_until: float | None = None,
-            reaches_change: Callable[[dict], bool] | None = None, watch: tuple = ()) -> None:
+            reaches_change: Callable[[dict], bool] | None = None, watch: tuple = (), fingerprint: bool = False) -> None:
     """Run the tests until ``until`` (monotonic; default: the budget from now), streaming every outcome to
     results.jsonl; a failure is re-run once (another instance of its signature if that flakes) before it counts, its
     confirmation jumping the queue. Confirmations still owed then get a short grace, at most a quarter of what is left before ``hard_until``.
     ``trace_files``: converter files whose lines are recorded while converting (PR mode), ``watch``: the changed
     statements whose values are recorded too (dlci.testcase.execute); ``reaches_change``: whether a test's coverage
-    ran a changed statement, which steers the order (:class:`Steered`)."""
+    ran a changed statement, which steers the order (:class:`Steered`); ``fingerprint``: each test's converted model
+    is fingerprinted (Outcome.model_digest). A source's ``twin`` tests run on the engine's twin workers (the other
+    revision) and go back to the source alone (``observe_twin``), never into the campaign."""
     say = options.progress
     confirm_queue: deque = deque()
     pending_confirm: dict[str, str] = {}  # job id -> signature
@@ -163,8 +168,13 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
         nonlocal seq
         target = campaign.targets[test.target]
         seq += 1
+        if test.twin:  # the other revision: nothing traced there, its model fingerprinted for the comparison
+            return Job(id=f"twin{seq}:{test.instance.id}@{test.target}", func=target.job_func,
+                       args=(test.instance, test.target, (), (), True), instance_id=test.instance.id,
+                       op=test.instance.op, target=test.target, affinity=f"twin:{test.instance.id}",
+                       timeout=target.timeout, twin=True)
         return Job(id=f"t{seq}:{test.instance.id}@{test.target}", func=target.job_func,
-                   args=(test.instance, test.target, tuple(trace_files), tuple(watch)),
+                   args=(test.instance, test.target, tuple(trace_files), tuple(watch), fingerprint),
                    instance_id=test.instance.id, op=test.instance.op, target=test.target, affinity=test.instance.id, timeout=target.timeout)
 
     def batch(name: str, members: list[Test]) -> Job:
@@ -225,6 +235,12 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
 
         def on_outcome(job: Job, result: dict) -> None:
             outcome = Outcome.from_dict(result)
+            if job.twin:
+                results.write(json.dumps({"job": job.id, "twin": True, **outcome.to_dict()}, default=str) + "\n")
+                if source is not None and hasattr(source, "observe_twin"):
+                    source.observe_twin(Test(campaign.instances[outcome.instance_id], outcome.target, twin=True),
+                                        outcome)
+                return
             sig = pending_confirm.pop(job.id, None)
             results.write(json.dumps({"job": job.id, "confirming": sig, **outcome.to_dict()}, default=str) + "\n")
             results.flush()

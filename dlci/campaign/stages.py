@@ -30,6 +30,9 @@ Route = Callable[[Instance], Iterable[str]]  # instance -> the targets it goes t
 class Test:
     instance: Instance
     target: str
+    # run on the other revision of a pull request (the engine's twin workers), for comparison with this one's run:
+    # never a test result of its own (dlci.directed's divergence search)
+    twin: bool = False
 
 
 def plan(instances: Sequence[Instance], targets: dict, *, order: Callable[[Sequence[Instance]], list] | None = None,

@@ -40,6 +40,9 @@ class Campaign:
     arcs: dict[tuple[str, str], dict] = field(default_factory=dict)  # (instance id, target) -> file -> [from, to]
     # (instance id, target) -> file -> changed statement's line -> "name=class" (dlci.testcase.value_class)
     values: dict[tuple[str, str], dict] = field(default_factory=dict)
+    # (instance id, target) -> what a fingerprinted test gave (status, signature, output digest, model fingerprint):
+    # what the other revision's run of it is compared with (dlci.directed.divergence)
+    observed: dict[tuple[str, str], dict] = field(default_factory=dict)
     first_confirmed_at: float | None = None  # epoch seconds: when the first failure was confirmed
     confirmed_at: dict[str, float] = field(default_factory=dict)  # signature -> epoch seconds of its confirmation
     # (target, operator) -> a few outcomes the target called unsupported (PR mode asks the base revision about them)
@@ -95,6 +98,10 @@ class Campaign:
             self.arcs[(outcome.instance_id, outcome.target)] = outcome.arcs
         if outcome.values:
             self.values[(outcome.instance_id, outcome.target)] = outcome.values
+        if outcome.model_digest or outcome.coverage:
+            self.observed[(outcome.instance_id, outcome.target)] = {
+                "status": outcome.status, "signature": self.signature(outcome) if F.is_failure(outcome) else "",
+                "digest": outcome.digest, "model": outcome.model_digest, "symptom": outcome.symptom}
         self.test_seconds += outcome.seconds
         for stage, secs in (outcome.timings or {}).items():
             self.stage_seconds[stage] += secs

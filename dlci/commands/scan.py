@@ -26,6 +26,9 @@ def add_arguments(parser) -> None:
                         help="share of the testing budget for graph fuzzing around the touched operators (overrides "
                              ".dlci.yml fuzz.share; default 0.3 for TVM, OpenVINO and ONNX Runtime; 0: off, the scan "
                              "ends when the operators' own tests do)")
+    parser.add_argument("--no-divergence", action="store_true",
+                        help="the directed search runs nothing on the base revision: no comparison of the revisions' "
+                             "results on what reached changed code (for comparisons)")
     parser.add_argument("--no-directed", action="store_true",
                         help="no directed search: when the operators' own tests leave changed code unreached, do not "
                              "mutate the closest instances toward it (for comparisons)")
@@ -52,5 +55,5 @@ def run(args) -> int:
     report = scan.scan(scan.ScanRequest(repo=repo, base=base, head=head,
                                         targets=split(args.targets) if args.targets else None, options=options,
                                         fuzz_share=args.fuzz_share, bisect=in_scan,
-                                        directed=not args.no_directed))
+                                        directed=not args.no_directed, divergence=not args.no_divergence))
     return exit_code(report, options)

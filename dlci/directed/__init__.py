@@ -63,11 +63,13 @@ class Search:
                       *deleted.get((g.file, g.span[0]), ()))
                      for g in self.goals if g.kind == "statement")
 
-    def stream_for(self, campaign, route: Callable, until: float, progress) -> DirectedStream:
+    def stream_for(self, campaign, route: Callable, until: float, progress, pair: bool = False) -> DirectedStream:
+        """The search's test source; ``pair``: the engine runs the base revision on twin workers, and what reaches
+        changed code is compared across the revisions (dlci.directed.divergence)."""
         from dlci import operators
         self.stream = DirectedStream(campaign, self.goals, self.distances, route, self.root,
                                      lambda inst: set(operators.instance_ops(inst.op)), self.code,
-                                     progress=progress, until=until)
+                                     progress=progress, until=until, pair=pair)
         self.stream.take_in([(campaign.instances[iid], target, cov, campaign.arcs.get((iid, target), {}),
                               campaign.values.get((iid, target), {}))
                              for (iid, target), cov in campaign.coverage.items() if iid in campaign.instances])

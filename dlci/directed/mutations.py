@@ -263,11 +263,14 @@ def _without_kwarg(inst: Instance, name: str) -> Instance:
     return _checked_torch(m)
 
 
-def _shaped(inst: Instance, fn: Callable[[np.ndarray], np.ndarray | None], kind: str, detail: str) -> Instance:
+def _shaped(inst: Instance, fn: Callable[[np.ndarray], np.ndarray | None], kind: str, detail: str,
+            only: int | None = None) -> Instance:
+    """The mutant whose inputs are ``fn`` of the instance's (None: that input unchanged; ``only``: input ``only``
+    alone), checked by eager PyTorch."""
     arrays, inputs = dict(inst.arrays), []
     changed = False
     for i, a in enumerate(inst.input_arrays()):
-        b = fn(a)
+        b = fn(a) if only is None or i == only else None
         if b is not None:
             arrays[f"in:{i}"], changed = np.ascontiguousarray(b), True
         inputs.append(TensorSpec.of(arrays[f"in:{i}"]))
@@ -303,6 +306,175 @@ def _rank_zero_candidates(inst: Instance):
 def _rank_zero(inst: Instance, _payload) -> Instance:
     return _shaped(inst, lambda a: np.asarray(a.reshape(-1)[0] if a.size else np.zeros((), a.dtype)) if a.ndim
                    else None, "rank_0", "every input as a rank-0 tensor of its first element")
+
+
+def _broadcasting(inst: Instance):
+    """(input, dim) whose size set to 1 makes that input broadcast against another input of the same rank (a mask
+    or a weight shaped like the data but for one dim)."""
+    if inst.framework != "torch" or len(inst.inputs) < 2:
+        return
+    for i, spec in enumerate(inst.inputs):
+        partners = [s for j, s in enumerate(inst.inputs) if j != i and len(s.shape) == len(spec.shape)]
+        for d, n in enumerate(spec.shape):
+            if n > 1 and any(p.shape[d] == n for p in partners):
+                yield i, d
+
+
+def _broadcast(inst: Instance, payload) -> Instance:
+    i, d = payload
+    return _shaped(inst, lambda a: a.take([0], axis=d), "broadcast", f"input {i}'s dim {d} as 1 (it broadcasts)",
+                   only=i)
+
+
+def _batch_candidates(inst: Instance):
+    if inst.framework == "torch" and inst.inputs and len(inst.inputs[0].shape) >= 2:
+        yield "drop"
+    if inst.framework == "torch" and inst.inputs and inst.inputs[0].shape:
+        yield "add"
+
+
+def _batch(inst: Instance, how: str) -> Instance:
+    """The inputs shaped like the first without their leading (batch) dim, or with one more of size 1 in front:
+    an unbatched input (pooling and convolutions take one), or a batch the samples never had."""
+    first = tuple(inst.inputs[0].shape)
+
+    def fn(a):
+        if tuple(a.shape) != first:
+            return None
+        return a[0] if how == "drop" else a[None]
+    return _shaped(inst, fn, "unbatched" if how == "drop" else "batched",
+                   f"the inputs shaped {list(first)} {'without their leading dim' if how == 'drop' else 'with a '}"
+                   + ("" if how == "drop" else "leading dim of 1"))
+
+
+def _index_inputs(inst: Instance):
+    """Integer inputs of rank 1 or more after the first: an index, which a 0-d tensor can also be."""
+    if inst.framework != "torch":
+        return
+    for i, spec in enumerate(inst.inputs):
+        if i and spec.shape and spec.dtype.startswith(("int", "uint")):
+            yield i
+
+
+def _index_rank_0(inst: Instance, i: int) -> Instance:
+    return _shaped(inst, lambda a: np.asarray(a.reshape(-1)[0]), "rank_0_index", f"input {i} as a 0-d index",
+                   only=i)
+
+
+def _mask_candidates(inst: Instance):
+    if inst.framework != "torch":
+        return
+    for i, spec in enumerate(inst.inputs):
+        if spec.dtype == "bool" and spec.shape and all(n > 0 for n in spec.shape):
+            yield i, "all True"
+            yield i, "all False"
+            if len(spec.shape) >= 2:
+                yield i, "a row all False"
+
+
+def _mask(inst: Instance, payload) -> Instance:
+    i, how = payload
+
+    def fn(a):
+        if how == "all True":
+            return np.ones_like(a)
+        if how == "all False":
+            return np.zeros_like(a)
+        b = a.copy()
+        b[0] = False
+        return b
+    return _shaped(inst, fn, "mask", f"input {i} {how}", only=i)
+
+
+def _tensor_lists(inst: Instance):
+    """Positions of list arguments holding two or more tensors (cat, stack, einsum's operands...)."""
+    if not _torch_fn(inst):
+        return
+    for pos, arg in enumerate(inst.call.get("args", [])):
+        if isinstance(arg, list) and sum(isinstance(x, dict) and "$t" in x for x in arg) >= 1:
+            for at in ("front", "end"):
+                yield pos, at
+
+
+def _empty_among(inst: Instance, payload) -> Instance:
+    """A (0,)-shaped tensor put among the list's tensors (torch.cat skips it, as legacy code relies on)."""
+    pos, at = payload
+    arrays, inputs = dict(inst.arrays), list(inst.inputs)
+    first = next(x["$t"] for x in inst.call["args"][pos] if isinstance(x, dict) and "$t" in x)
+    n = len(inputs)
+    arrays[f"in:{n}"] = np.zeros((0,), dtype=inst.input_arrays()[first].dtype)
+    inputs.append(TensorSpec.of(arrays[f"in:{n}"]))
+    call = copy.deepcopy(inst.call)
+    lst = call["args"][pos]
+    lst.insert(0 if at == "front" else len(lst), {"$t": n})
+    return _checked_torch(_mutant(inst, "empty_among", f"a (0,) tensor at the {at} of argument {pos}", call=call,
+                                  arrays=arrays, inputs=inputs))
+
+
+def _later_tensor_args(inst: Instance):
+    """Positional tensor arguments after the first (the second operand of a binary op)."""
+    if not _torch_fn(inst):
+        return
+    for pos, arg in enumerate(inst.call.get("args", [])):
+        if pos and isinstance(arg, dict) and "$t" in arg and len(arg) == 1 and inst.inputs[arg["$t"]].dtype in (
+                "float32", "float64", "int64", "int32", "bool"):
+            yield pos
+
+
+def _as_python_number(inst: Instance, pos: int) -> Instance:
+    """The tensor argument at ``pos`` passed as a Python number (its first element) instead: a scalar operand
+    where the samples always pass a tensor."""
+    from dlci.sources.torch_variants import _renumber, _without_input
+    j = inst.call["args"][pos]["$t"]
+    a = inst.input_arrays()[j]
+    value = a.reshape(-1)[0].item() if a.size else 0
+    args = [_renumber(x, j) for x in inst.call["args"]]
+    args[pos] = value
+    call = {**inst.call, "args": args, "kwargs": _renumber(dict(inst.call.get("kwargs", {})), j)}
+    arrays, inputs = _without_input(inst, j, None, -1)
+    return _checked_torch(_mutant(inst, "python_scalar", f"argument {pos} as the Python number {value!r}",
+                                  call=call, arrays=arrays, inputs=inputs))
+
+
+def _absent_options(inst: Instance):
+    """Optional parameters of the operator's schema the call leaves out, with values other than their default: a
+    keyword the samples never pass (a dtype, keepdim, a flag)."""
+    if not _torch_fn(inst) or not inst.op.startswith("aten::"):
+        return
+    import torch
+    given = set(inst.call.get("kwargs", {})) | {p["name"] for p in _torch_params(inst)[:len(inst.call.get("args",
+                                                                                                        []))]}
+    try:
+        schemas = torch._C._jit_get_schemas_for_operator(inst.op)
+    except RuntimeError:
+        return
+    seen = set()
+    for schema in schemas:
+        for a in schema.arguments:
+            if a.name in given or a.name in seen or not a.has_default_value():
+                continue
+            seen.add(a.name)
+            kind, default = str(a.type), a.default_value
+            if kind == "bool":
+                yield a.name, not default
+            elif a.name == "dtype":
+                for dt in ("float64", "float32", "int64"):
+                    yield a.name, {"$dtype": dt}
+            elif kind in ("int", "int?") and a.name in _DIM_NAMES:
+                for v in (0, -1):
+                    if v != default:
+                        yield a.name, v
+
+
+def _with_option_value(inst: Instance, payload) -> Instance:
+    from dlci.instance.recipe import params_of
+    name, value = payload
+    call = copy.deepcopy(inst.call)
+    call.setdefault("kwargs", {})[name] = value
+    m = _mutant(inst, "keyword", f"{name}={value!r}", call=call)
+    m.params = params_of(call.get("args", []), call["kwargs"])
+    m.id = m.compute_id()
+    return _checked_torch(m)
 
 
 def _np_dtype(name: str):
@@ -546,6 +718,21 @@ register(Mutation("torch.rank_0", "torch", ("ndim", "rank", "len(", "shape", "sc
                   _rank_zero_candidates, _rank_zero))
 register(Mutation("torch.dtype_any", "torch", ("dtype", "int", "bool", "float", "astype", "cast", "promote",
                                                "is_floating", "uint", "complex"), _dtype_candidates, _dtype))
+# what a graph-building function's changed code decides on from shapes and values the samples seldom have
+register(Mutation("torch.broadcast", "torch", ("broadcast", "expand", "shape", "== 1", "mask", "where", "rank",
+                                               "len(", "Expand"), _broadcasting, _broadcast))
+register(Mutation("torch.unbatched", "torch", ("batch", "unsqueeze", "squeeze", "len(", "rank", "ndim", "dim()",
+                                               "== 3", "== 2", "Unsqueeze"), _batch_candidates, _batch))
+register(Mutation("torch.rank_0_index", "torch", ("index", "indices", "rank", "len(", "shape", "== 0", "scalar",
+                                                  "Gather", "ndim"), _index_inputs, _index_rank_0))
+register(Mutation("torch.mask", "torch", ("mask", "where", "bool", "masked", "fill", "-inf", "Where", "all", "any"),
+                  _mask_candidates, _mask))
+register(Mutation("torch.empty_among", "torch", ("cat", "concat", "Concat", "empty", "numel", "size", "== 0",
+                                                 "tensors", "for t in"), _tensor_lists, _empty_among))
+register(Mutation("torch.python_scalar", "torch", ("scalar", "Scalar", "isinstance", "float", "int", "const",
+                                                   "promote", "other"), _later_tensor_args, _as_python_number))
+register(Mutation("torch.keyword", "torch", ("dtype", "keepdim", "kwargs", "None", "default", "if ", "is not None",
+                                             "optional"), _absent_options, _with_option_value))
 _variant_mutations()
 
 

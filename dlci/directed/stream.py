@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import math
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
 from dlci.campaign.stages import Test
+from dlci.directed import divergence
 from dlci.directed import mutations as M
 from dlci.directed.distance import INF, Distances
 from dlci.directed.goals import Goal, reached
@@ -33,6 +34,7 @@ POOL = 64            # seeds kept (the closest)
 STALL_SECONDS = 25.0
 STALL_MIN = 8.0
 STALL_MUTANTS = 30
+PAIR_REACHERS = 16   # the operators' own tests that reached changed code, run on base too when the second phase starts
 
 
 @dataclass
@@ -49,7 +51,7 @@ class DirectedStream:
 
     def __init__(self, campaign, goals: list[Goal], distances: Distances, route: Callable[[Instance], set[str]],
                  root, operators_of: Callable[[Instance], set[str]], code: dict[Goal, str], *, seed: int = 0,
-                 progress=lambda msg: None, until: float | None = None):
+                 progress=lambda msg: None, until: float | None = None, pair: bool = False):
         self.campaign, self.goals, self.dist, self.route, self.root = campaign, goals, distances, route, root
         self.operators_of, self.code, self.progress, self.until = operators_of, code, progress, until
         self.rng = np.random.default_rng(seed)
@@ -80,6 +82,15 @@ class DirectedStream:
         # statement a value class no test gave it before is varied first, as new coverage is in a greybox fuzzer
         self.values: dict[tuple[str, str], set[str]] = {}
         self.novel: dict[str, tuple[Instance, set[str]]] = {}
+        # the divergence search (dlci.directed.divergence): in the second phase, what reached changed code runs on
+        # the base revision too (``pair``: the engine has twin workers); where the revisions differ is varied first
+        self.pair, self.phase = pair, 1
+        self.twins: deque[Test] = deque()
+        self.paired: Counter = Counter()  # (instance id, target) -> twin runs asked
+        self.divergent: dict[str, tuple[Instance, set[str]]] = {}
+        self.diverging = Counter()  # mutation -> inputs it made that diverge
+        self.fixed_first: dict[tuple[str, str], object] = {}  # a base failure where head passes, awaiting its second
+        self.fixed: dict[tuple, dict] = {}
 
     # -- what the plan's tests already did ------------------------------------------------------------------------
     def take_in(self, outcomes: list[tuple]) -> None:
@@ -147,14 +158,24 @@ class DirectedStream:
         # reached them carried over to the operator's other instances, and what reached them mutated further,
         # until that stalls too (no new failure signature, no new value class at a changed statement)
         self.found_at = (time.monotonic(), self.stats["mutants"])
+        self.phase = 2
+        if self.pair:  # the operators' own tests that reached changed code: where the revisions already differ
+            for inst, targets in list(self.reachers.values())[:PAIR_REACHERS]:
+                for t in sorted(targets):
+                    self._pair(inst, t)
         yield from self._phase(lambda: bool(self.reachers), lambda: self.found_at, self._vary, "varied_stalled",
                                idle_limit=lambda: 20)
+        while self.twins and self._time_left():  # what was asked of the base revision is still compared
+            yield self.twins.popleft()
 
     def _phase(self, wanted, since, make, stall_stat: str, idle_limit):
         """Tests from ``make`` while ``wanted()`` and time is left, until ``since()`` says nothing came of the last
         while (STALL_SECONDS and STALL_MUTANTS) or ``make`` has nothing more ``idle_limit()`` times in a row."""
         idle = 0
         while wanted() and self._time_left():
+            if self.twins:  # the base's runs first: their verdicts steer what is varied next
+                yield self.twins.popleft()
+                continue
             if self._stalled(since()):
                 self.stats[stall_stat] += 1
                 return
@@ -262,13 +283,18 @@ class DirectedStream:
                 if made:
                     self.stats["transferred"] += 1
                     return self._emit(made[0], name, 1, targets)
-        pool = self.novel if self.novel and self.rng.random() < 0.7 else self.reachers
+        draw = self.rng.random()
+        pool = self.divergent if self.divergent and draw < 0.5 else \
+            self.novel if self.novel and draw < 0.8 else self.reachers
         reachers = list(pool.values())
         inst, targets = reachers[int(self.rng.integers(len(reachers)))]
         if self.depth.get(inst.id, 0) >= MAX_DEPTH:
             return []
         muts = M.for_instance(inst)
-        for k in self.rng.permutation(len(muts))[:3]:
+        # the mutations that made inputs diverge before are drawn more often
+        weight = np.array([1.0 + 2.0 * self.diverging[m.name] for m in muts])
+        order = self.rng.choice(len(muts), size=len(muts), replace=False, p=weight / weight.sum()) if muts else []
+        for k in list(order)[:3]:
             made = [x for x in muts[k].apply(inst, limit=2) if x.id not in self.seen]
             if made:
                 return self._emit(made[0], muts[k].name, self.depth.get(inst.id, 0) + 1, targets)
@@ -295,12 +321,59 @@ class DirectedStream:
             # bug of another converter, a dtype the target never had) is no reason to go on
             self.stats["new_signatures"] += 1
             self.found_at = (time.monotonic(), self.stats["mutants"])
+        if self.phase == 2 and test.instance.id in self.reachers and outcome.status != INVALID:
+            self._pair(test.instance, test.target)
         fresh = self._new_values(getattr(outcome, "values", {}) or {})
         if fresh and test.instance.id in self.reachers:
             # ... or computes on values the changed statements have not seen (an index at -1, an empty list, None)
             self.stats["new_values"] += fresh
             self.novel[test.instance.id] = self.reachers[test.instance.id]
             self.found_at = (time.monotonic(), self.stats["mutants"])
+
+    def _pair(self, inst: Instance, target: str, again: bool = False) -> None:
+        """Ask the base revision for ``inst`` on ``target`` (once; ``again``: a second time, to confirm a fix)."""
+        key = (inst.id, target)
+        if not self.pair or self.paired[key] >= (2 if again else 1) or key not in self.campaign.observed:
+            return
+        self.paired[key] += 1
+        self.twins.append(Test(inst, target, twin=True))
+
+    def observe_twin(self, test: Test, outcome) -> None:
+        """The base revision's run of a test the head ran: where they differ is where the change acts."""
+        key = (test.instance.id, test.target)
+        head = self.campaign.observed.get(key)
+        if head is None:
+            return
+        self.stats["pairs"] += 1
+        kind = divergence.compare(head, outcome)
+        if kind is not None:
+            self.stats[f"diverged_{kind}"] += 1
+            held = self.divergent.setdefault(test.instance.id, (test.instance, set()))
+            held[1].add(test.target)
+            mutation = self._mutation_of.get(test.instance.id)
+            if mutation:
+                self.diverging[mutation] += 1
+            if kind != "graph":  # the revisions compute something different here: the search goes on
+                self.found_at = (time.monotonic(), self.stats["mutants"])
+        if divergence.fixed(head, outcome):
+            first = self.fixed_first.get(key)
+            if first is None:
+                self.fixed_first[key] = outcome
+                self._pair(test.instance, test.target, again=True)
+            elif self.campaign.signature(first) == self.campaign.signature(outcome):
+                sig = self.campaign.signature(outcome)
+                entry = self.fixed.setdefault((test.target, test.instance.op, sig), {
+                    "operator": test.instance.op, "target": test.target, "status_on_base": outcome.status,
+                    "symptom": outcome.symptom, "stage": outcome.stage, "message": (outcome.message or "")[:500],
+                    "instance": test.instance.id, "test": test.instance.origin.test, "instances": []})
+                entry["instances"].append(test.instance.id)
+
+    def divergence_summary(self) -> dict:
+        minutes = max(1e-9, (time.monotonic() - self.t0) / 60)
+        diverged = {k: self.stats[f"diverged_{k}"] for k in divergence.KINDS}
+        return {"paired": self.stats["pairs"], "diverged": diverged, "inputs_diverging": len(self.divergent),
+                "per_minute": round(sum(diverged.values()) / minutes, 2),
+                "diverging_mutations": dict(self.diverging.most_common()), "fixed": len(self.fixed)}
 
     def _ended(self) -> str:
         """Why the search stopped: its second phase's reason if it got there, else its first's."""
@@ -320,7 +393,8 @@ class DirectedStream:
                 "tests": self.stats["tests"], "invalid": self.stats["invalid"],
                 "seconds": round(time.monotonic() - self.t0, 1), "ended": self._ended(),
                 "per_mutation": dict(self.per_mutation.most_common()),
-                "reaching_mutation": self.reaching_mutation}
+                "reaching_mutation": self.reaching_mutation,
+                **({"divergence": self.divergence_summary()} if self.pair else {})}
 
 
 def finite(x: float) -> float | None:

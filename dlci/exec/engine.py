@@ -51,6 +51,7 @@ class Job:
     target: str = ""
     timeout: float | None = None  # overrides the engine default
     affinity: str = ""     # jobs with the same affinity prefer the same worker
+    twin: bool = False     # run by the twin workers (Engine(twin_env=...): the other revision of a pull request)
 
 
 @dataclass
@@ -200,10 +201,15 @@ class Engine:
 
     def __init__(self, workers: int = 2, timeout: float = 60.0, memory_mb: int = 2500,
                  warm_imports: Sequence[str] = (), env: dict | None = None, log_dir: str | None = None,
-                 data_limit_mb: int | None = None, gpus: Sequence[str] = (), gpu_memory_mb: int | None = None):
+                 data_limit_mb: int | None = None, gpus: Sequence[str] = (), gpu_memory_mb: int | None = None,
+                 twin_env: dict | None = None, twin_workers: int = 1):
         if workers < 1:
             raise ValueError("workers must be >= 1")
         self.workers = workers
+        # the twin workers run the other revision of a pull request beside this one (jobs marked ``twin``): the
+        # paired runs of a divergence search, in one engine and one loop; slots workers.. are theirs
+        self.twin_workers = twin_workers if twin_env is not None else 0
+        self._twin_env = worker_env(twin_env) if twin_env is not None else None
         self.timeout = timeout
         self.memory_mb = memory_mb
         self.warm_imports = tuple(warm_imports)
@@ -217,9 +223,10 @@ class Engine:
         self._own_log_dir = log_dir is None
         self.log_dir = tempfile.mkdtemp(prefix="dlci-exec-") if log_dir is None else log_dir
         os.makedirs(self.log_dir, exist_ok=True)
-        self._slots: list[_Worker | None] = [None] * workers
-        self._ever_spawned = [False] * workers
-        self._start_failures = [0] * workers
+        slots = workers + self.twin_workers
+        self._slots: list[_Worker | None] = [None] * slots
+        self._ever_spawned = [False] * slots
+        self._start_failures = [0] * slots
         self._sel = selectors.DefaultSelector()
         self._ctx: _RunCtx | None = None
         self._signal: int | None = None
@@ -237,7 +244,7 @@ class Engine:
     def start(self, wait: bool = True, timeout: float = 300.0) -> list[float]:
         """Start all workers now (instead of on demand); returns their startup seconds once ready."""
         self._check_open()
-        for slot in range(self.workers):
+        for slot in range(len(self._slots)):
             if self._slots[slot] is None:
                 self._spawn(slot)
         if wait:
@@ -248,12 +255,20 @@ class Engine:
                 self._pump(_POLL_S)
         return [w.info.get("startup_wall", 0.0) for w in self._slots if w is not None]
 
+    def start_twins(self) -> None:
+        """Start the twin workers now, without waiting: their imports overlap the first jobs, and a twin job later
+        finds a warm worker."""
+        self._check_open()
+        for slot in range(self.workers, len(self._slots)):
+            if self._slots[slot] is None:
+                self._spawn(slot)
+
     def run(self, jobs: Iterable[Job], on_result: Callable[[Job, dict], None], *,
             deadline: float | None = None) -> RunInfo:
         """Run jobs, calling ``on_result(job, outcome_dict)`` as each completes; see RunInfo."""
         self._check_open()
         t0 = time.monotonic()
-        ctx = self._ctx = _RunCtx(on_result, self.workers)
+        ctx = self._ctx = _RunCtx(on_result, len(self._slots))
         info = ctx.info
         it = iter(jobs)
         exhausted = False
@@ -284,7 +299,7 @@ class Engine:
                             pending.append(next(it))
                         except StopIteration:
                             exhausted = True
-                    self._ensure_workers(len(pending))
+                    self._ensure_workers(pending)
                     self._dispatch(pending)
                 busy = any(w is not None and w.state == "busy" for w in self._slots)
                 if not busy and (not dispatching or (exhausted and not pending)):
@@ -349,8 +364,9 @@ class Engine:
             try:
                 # own session: the whole group can be killed, and a terminal's Ctrl-C reaches only the parent
                 # fork+exec of a fresh interpreter (never a bare fork: CUDA state does not survive one)
-                env = {**self._env, **gpu_slot_env(slot, self.gpus, self.gpu_memory_mb, self.workers)} \
-                    if self.gpus or self.gpu_memory_mb else self._env
+                env = self._twin_env if self._is_twin(slot) else self._env
+                env = {**env, **gpu_slot_env(slot % self.workers, self.gpus, self.gpu_memory_mb, self.workers)} \
+                    if self.gpus or self.gpu_memory_mb else env
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                         pass_fds=(p2c_r, c2p_w), env=interp.env(env), start_new_session=True,
                                         cwd=interp.neutral_dir())
@@ -367,17 +383,22 @@ class Engine:
         self._slots[slot] = w
         return w
 
-    def _ensure_workers(self, n_pending: int) -> None:
-        # lazy: only start a worker for a job that is waiting and has no idle/starting worker to go to
-        ready = sum(1 for w in self._slots
-                    if w is not None and w.state in ("idle", "starting") and not w.kill_reason)
-        need = n_pending - ready
-        for slot in range(self.workers):
-            if need <= 0:
-                break
-            if self._slots[slot] is None:
-                self._spawn(slot)
-                need -= 1
+    def _is_twin(self, slot: int) -> bool:
+        return slot >= self.workers
+
+    def _ensure_workers(self, pending) -> None:
+        # lazy: only start a worker for a job that is waiting and has no idle/starting worker (of its side) to go to
+        for twin in (False, True):
+            waiting = sum(1 for job in pending if job.twin == twin)
+            ready = sum(1 for w in self._slots if w is not None and self._is_twin(w.slot) == twin
+                        and w.state in ("idle", "starting") and not w.kill_reason)
+            need = waiting - ready
+            for slot in range(len(self._slots)):
+                if need <= 0:
+                    break
+                if self._slots[slot] is None and self._is_twin(slot) == twin:
+                    self._spawn(slot)
+                    need -= 1
 
     def _kill(self, w: _Worker, reason: str) -> None:
         if not w.kill_reason:
@@ -469,6 +490,12 @@ class Engine:
 
     # -- jobs -------------------------------------------------------------------------------------------
     def _dispatch(self, pending: deque) -> None:
+        if not self.twin_workers and any(job.twin for job in pending):  # a caller's bug: said, never waited for
+            for job in [j for j in pending if j.twin]:
+                pending.remove(job)
+                self._deliver(job, Outcome(job.instance_id, job.op, job.target, status=INVALID, stage="harness",
+                                           symptom="no twin workers",
+                                           message="a twin job on an engine without twin_env").to_dict())
         # poll(): a worker that died while idle (e.g. between runs) must not be handed a job
         idle = [w for w in self._slots
                 if w is not None and w.state == "idle" and not w.kill_reason and w.proc.poll() is None]
@@ -478,16 +505,19 @@ class Engine:
         for w in idle:
             if w.last_affinity and pending:
                 for i, job in enumerate(pending):
-                    if job.affinity == w.last_affinity:
+                    if job.affinity == w.last_affinity and job.twin == self._is_twin(w.slot):
                         del pending[i]
                         self._start_job(w, job)
                         break
         for w in idle:
             if w.state != "idle" or not pending:
                 continue
+            mine = [i for i, job in enumerate(pending) if job.twin == self._is_twin(w.slot)]
+            if not mine:
+                continue
             # leave jobs another worker has warm caches for to that worker
             held = {x.last_affinity for x in self._slots if x is not None and x is not w and x.last_affinity}
-            pick = next((i for i, job in enumerate(pending) if not job.affinity or job.affinity not in held), 0)
+            pick = next((i for i in mine if not pending[i].affinity or pending[i].affinity not in held), mine[0])
             job = pending[pick]
             del pending[pick]
             self._start_job(w, job)
@@ -615,7 +645,8 @@ class Engine:
         self._check_workers()
 
     def _gpu_limit(self, slot: int) -> int:
-        return int(gpu_slot_env(slot, self.gpus, self.gpu_memory_mb, self.workers).get("DLCI_GPU_MEMORY_MB", 0))
+        return int(gpu_slot_env(slot % self.workers, self.gpus, self.gpu_memory_mb,
+                                self.workers).get("DLCI_GPU_MEMORY_MB", 0))
 
     def _check_gpu_memory(self, now: float) -> None:
         """Kill a busy worker whose processes hold more GPU memory than its share (allocators the per-process cap

@@ -211,6 +211,9 @@ def _form_torch_module(instance: Instance):
 @form("exported_program", ("torch",))
 def _form_exported_program(instance: Instance):
     import torch
+    if instance.call.get("kind") == "torch_exported":  # the program the repository's test exported, as it was
+        from dlci.models.recorded import exported_program
+        return exported_program(instance)
     args = tuple(torch_inputs(instance))
     module = _torch_module(instance)
     return torch.export.export(module, args, dynamic_shapes=_dynamic_shapes(instance, module))
@@ -271,6 +274,13 @@ def _form_aten_call(instance: Instance):
 @form("fx_graph", ("torch",))
 def _form_fx_graph(instance: Instance):
     import torch.fx
+    kind = instance.call.get("kind")
+    if kind == "torch_exported":
+        raise FormUnavailable("a recorded exported program has no torch.fx graph of its own (its nodes are ATen's)")
+    if kind == "torch_fx":  # the graph the repository's test traced, as it was
+        gm = _torch_module(instance)
+        gm.dlci_input_info = [(list(a.shape), str(a.dtype)) for a in instance.input_arrays()]
+        return gm
     gm = torch.fx.symbolic_trace(fixed_arity(_torch_module(instance), len(instance.inputs)))
     # TVM's from_fx needs [(shape, dtype)] per placeholder
     gm.dlci_input_info = [(list(a.shape), str(a.dtype)) for a in instance.input_arrays()]

@@ -82,8 +82,11 @@ def pack_onnx(models: list) -> Packed:
 # -- torch members ------------------------------------------------------------------------------------------------
 
 def torch_pack_key(instance: Instance) -> tuple | None:
-    """Torch instances share a packed module unless exported with dynamic dims (an import path of its own)."""
-    return None if instance.call.get("dynamic") else ("torch",)
+    """Torch instances share a packed module unless exported with dynamic dims (an import path of its own) or
+    recorded from a repository's tests (the recorded program is the test: dlci.models.recorded)."""
+    if instance.call.get("dynamic") or instance.call.get("kind") in ("torch_exported", "torch_fx"):
+        return None
+    return ("torch",)
 
 
 def _tensor_leaves(out: Any, into: list) -> list:

@@ -1,7 +1,8 @@
 """Rebuild an instance's operator call in a fresh process from its recipe and arrays.
 
 - :func:`torch_call` — ``torch_fn`` / ``torch_module`` recipes → ``(nn.Module, [input tensors])``; a user's model
-  (``torch_program``, dlci.models.program) and a generated graph (``torch_graph``, dlci.models.graph_torch) too
+  (``torch_program``, dlci.models.program), a generated graph (``torch_graph``, dlci.models.graph_torch) and a program
+  recorded from a repository's tests (``torch_exported``, ``torch_fx``: dlci.models.recorded) too
 - :func:`keras_call` — ``keras_layer`` recipes → ``(built keras layer with its weights, [input arrays])``; ``tf_fn``
   recipes (one TensorFlow op call) → ``(a keras layer making that call, [input arrays])``
 - :func:`onnx_call` — ``onnx_model`` recipes → ``(onnx.ModelProto, {graph input name: array})``
@@ -112,6 +113,9 @@ def torch_call(inst: Instance) -> tuple[Any, list]:
         if not fkwargs and fargs == [{"$t": i} for i in range(len(tensors))]:
             return module, tensors
         return ModuleCall(module, fargs, fkwargs).eval(), tensors
+    if call["kind"] in ("torch_exported", "torch_fx"):  # recorded from a repository's tests (dlci.models.recorded)
+        from dlci.models.recorded import recorded_module
+        return recorded_module(inst), tensors
     if call["kind"] == "torch_graph":  # a generated multi-operator graph (dlci.models.graph)
         from dlci.models.graph import graph_of
         from dlci.models.graph_torch import build_module

@@ -135,8 +135,8 @@ def compare(rule, instance: Instance, b: list, a: list, a64: list | None) -> dic
                            ignore=uncompared_outputs(instance))
 
 
-def execute_rule_job(instance: Instance, target_name: str, trace_files: tuple[str, ...] = (), watch: tuple = (), *,
-                     stage_hook: Callable[[str], None] | None = None) -> dict:
+def execute_rule_job(instance: Instance, target_name: str, trace_files: tuple[str, ...] = (), watch: tuple = (),
+                     fingerprint: bool = False, *, stage_hook: Callable[[str], None] | None = None) -> dict:
     return execute_rule(instance, target_name, stage_hook=stage_hook).to_dict()
 
 

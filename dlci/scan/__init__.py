@@ -410,6 +410,8 @@ def test_head(pull: PullRequest, chosen: Selection, revisions: Revisions) -> Hea
     try:
         clock.testing_starts()
         with open_engine(options, campaign.targets, env=revisions.head_env, twin_env=twin_env) as engine:
+            if pair:
+                engine.start_twins()
             # the operators' own tests first; the directed search while changed code is left unreached; the fuzz
             # share's graphs after them, in what is left
             end = clock.tests_until if fuzz is None else \

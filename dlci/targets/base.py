@@ -133,6 +133,11 @@ class Target:
         """True when the exception is the target saying "I do not support this", not a bug."""
         return False
 
+    def fingerprint(self, converted: Any) -> str | None:
+        """A short, deterministic fingerprint of what ``convert`` made (the imported module, the emitted graph):
+        equal at two revisions when both converted an input to the same model. None: this target cannot say."""
+        return None
+
     def is_harness_failure(self, exc: BaseException) -> bool:
         """True when the exception says the environment is incomplete (a library or header dlci's setup failed to
         provide), not that the target is wrong: the test is invalid, never a finding."""

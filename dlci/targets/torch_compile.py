@@ -7,6 +7,7 @@ import numpy as np
 
 from dlci.errors import chain
 from dlci.models.convert import flatten_outputs, np_to_torch
+from dlci.targets._common import onnx_fingerprint
 from dlci.targets.base import Target, register
 from dlci.targets.onnxruntime import ORTOnCUDA, ort_run, ort_session, ort_unsupported
 
@@ -108,6 +109,9 @@ class TorchONNX(Target):
         model = export_onnx(module, [np_to_torch(x) for x in inputs])
         check_strict(model)  # the exporter under test writes valid ONNX, not one ORT merely tolerates
         return model
+
+    def fingerprint(self, converted: Any) -> str | None:
+        return onnx_fingerprint(converted)
 
     def compile(self, model: Any) -> Any:
         return ort_session(model)

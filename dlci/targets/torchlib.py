@@ -12,6 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from dlci.errors import chain
+from dlci.targets._common import onnx_fingerprint
 from dlci.targets.base import Target, register
 from dlci.targets.onnxruntime import ort_run, ort_session, ort_unsupported
 
@@ -162,6 +163,9 @@ class Torchlib(Target):
 
     def compile(self, model: Any) -> Any:
         return ort_session(model)
+
+    def fingerprint(self, converted: Any) -> str | None:
+        return onnx_fingerprint(converted)
 
     def run(self, sess: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         if not any(o.type.startswith("seq(") for o in sess.get_outputs()):

@@ -257,10 +257,12 @@ def _prepare(instance: Instance, target, out: Outcome, hook, form: str | None = 
 
 
 def _target_stages(target, model, inputs, seed: int, out: Outcome, hook, trace_files=(),
-                   keep: list | None = None, errors: list | None = None, watch: tuple = ()) -> list | None:
+                   keep: list | None = None, errors: list | None = None, watch: tuple = (),
+                   fingerprint: bool = False) -> list | None:
     """convert / compile / run: the target under test. The outputs, or None with the failure in ``out``.
     ``keep``: receives the compiled model (the device oracle runs it again); ``errors``: the exception raised
-    (a packed group's failure is traced to a member from its frames)."""
+    (a packed group's failure is traced to a member from its frames); ``fingerprint``: the converted model's
+    fingerprint goes into ``out.model_digest`` (a PR scan compares the revisions' models)."""
     value = model
     for stage in ("convert", "compile", "run"):
         hook(stage)
@@ -276,6 +278,11 @@ def _target_stages(target, model, inputs, seed: int, out: Outcome, hook, trace_f
                     sys.settrace(_line_tracer(frozenset(trace_files), hits, arcs, values, watch))
                 if stage == "convert":
                     value = target.convert(value, inputs)
+                    if fingerprint:
+                        try:
+                            out.model_digest = target.fingerprint(value) or ""
+                        except Exception:  # noqa: BLE001 - no fingerprint is no comparison, never a failure
+                            out.model_digest = ""
                 elif stage == "compile":
                     value = target.compile(value)
                     if keep is not None:
@@ -350,8 +357,8 @@ def _judge(prep: _Prepared, target, value: list, out: Outcome, hook, compiled=No
             out.fitness = measure(got, prep.ref, prep.ref64, prep.instance.seed)
         except Exception:  # noqa: BLE001 - a candidate without a fitness is ranked last, never an error
             out.fitness = {}
+    out.digest = digest(got)  # what the target gave, pass or not: the revisions' outputs are compared by it
     if verdict is not None:
-        out.digest = digest(got)
         out.status, out.stage = INCONSISTENT, "compare"
         out.symptom = verdict.get("symptom", "value mismatch")
         out.message = verdict.get("message", "")
@@ -407,7 +414,7 @@ def _device_failure(target, e: BaseException, out: Outcome) -> None:
 
 
 def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str], None] | None = None,
-            trace_files: tuple[str, ...] = (), watch: tuple = ()) -> Outcome:
+            trace_files: tuple[str, ...] = (), watch: tuple = (), fingerprint: bool = False) -> Outcome:
     """Run one test. ``trace_files``: converter source files whose executed lines are recorded while converting
     (``Outcome.coverage``), so a PR scan knows which instances reach the lines it changed; ``watch``: changed
     statements (path, first line, last line) whose values are recorded (``Outcome.values``)."""
@@ -423,7 +430,7 @@ def execute(instance: Instance, target_name: str, *, stage_hook: Callable[[str],
     if prep is not None:
         keep: list = []
         value = _target_stages(target, prep.model, prep.inputs, instance.seed, out, hook, trace_files,
-                               keep=keep if target.on_accelerator else None, watch=watch)
+                               keep=keep if target.on_accelerator else None, watch=watch, fingerprint=fingerprint)
         if target.on_accelerator:
             try:
                 out.device = target.device_name()
@@ -462,7 +469,8 @@ def _first_use(target_name: str) -> bool:
     return first
 
 
-def execute_job(instance: Instance, target_name: str, trace_files: tuple[str, ...] = (), watch: tuple = (), *,
-                stage_hook: Callable[[str], None] | None = None) -> dict:
+def execute_job(instance: Instance, target_name: str, trace_files: tuple[str, ...] = (), watch: tuple = (),
+                fingerprint: bool = False, *, stage_hook: Callable[[str], None] | None = None) -> dict:
     """Entry point for the sandboxed workers (dlci.exec): the Outcome as plain data."""
-    return execute(instance, target_name, stage_hook=stage_hook, trace_files=trace_files, watch=watch).to_dict()
+    return execute(instance, target_name, stage_hook=stage_hook, trace_files=trace_files, watch=watch,
+                   fingerprint=fingerprint).to_dict()

@@ -190,8 +190,70 @@ def torch_graph_model(inst: Instance, leaf: bool = False) -> tuple[str, str]:
     return src + f"\n\nmodel = Graph({{\n{weights}}}).eval()\n", "model"
 
 
+def torch_exported_model(inst: Instance, leaf: bool = False) -> tuple[str, str]:
+    """A program recorded from a repository's test (dlci.models.recorded): torch.export's JSON of it, rebuilt with
+    the weights as tensors (nothing unpickled); the model is its eager module."""
+    from dlci.models.recorded import program_json
+    program = json.dumps(program_json(inst)).encode()
+    blob = base64.b64encode(program).decode()
+    lines = "".join(f"    {blob[i:i + 100]!r}\n" for i in range(0, len(blob), 100))
+    params = inst.call.get("parameters") or {}
+
+    def tensors(prefix: str) -> str:
+        out = ""
+        for key, v in inst.arrays.items():
+            if key.startswith(prefix + ":"):
+                name = key.split(":", 1)[1]
+                value = torch_tensor_code(v)
+                if prefix == "state" and name in params:
+                    value = f"torch.nn.Parameter({value}, requires_grad={bool(params[name])})"
+                out += f"    {py_str(name)}: {value},\n"
+        return "{\n" + out + "}" if out else "{}"
+    code = ("from torch._export.serde.serialize import SerializedArtifact, deserialize\n\n"
+            f"program = base64.b64decode(\n{lines})\n"
+            f"state = {tensors('state')}\n"
+            f"constants = {tensors('const')}\n"
+            f"example = tuple(torch.from_numpy(x) for x in INPUTS)\n"
+            "ep = deserialize(SerializedArtifact(program, state, constants, (example, {})))  # the test's program\n"
+            "model = ep.module()\n")
+    return code, "model"
+
+
+def torch_fx_model(inst: Instance, leaf: bool = False) -> tuple[str, str]:
+    """A torch.fx graph recorded from a repository's test (dlci.models.recorded): a module whose forward is the
+    graph's own code, with its torch.nn submodules and tensor attributes."""
+    from dlci.models.recorded import fx_module
+    gm = fx_module(inst)
+    forward = gm.code.strip("\n")
+    body = ["class Recorded(torch.nn.Module):", "    def __init__(self):", "        super().__init__()"]
+    for path, spec in (inst.call.get("modules") or {}).items():
+        module = f"{spec['cls']}({call_arguments(spec.get('args', []), spec.get('kwargs', {}))})"
+        body.append(f"        put(self, {py_str(path)}, {module})")
+    for key, v in inst.arrays.items():
+        if key.startswith("attr:"):
+            body.append(f"        put(self, {py_str(key.split(':', 1)[1])}, {torch_tensor_code(v)})")
+    body += ["", *("    " + ln if ln.strip() else "" for ln in forward.splitlines())]
+    helper = ("def put(root, path, value):\n"
+              "    *owners, leaf = path.split(\".\")\n"
+              "    for name in owners:\n"
+              "        if not hasattr(root, name):\n"
+              "            root.add_module(name, torch.nn.Module())\n"
+              "        root = getattr(root, name)\n"
+              "    if isinstance(value, torch.nn.Module):\n"
+              "        root.add_module(leaf, value)\n"
+              "    else:\n"
+              "        root.register_buffer(leaf, value)\n")
+    imports = "".join(f"import {m}\n" for m in ("math", "operator") if f"{m}." in forward)
+    code = imports + helper + "\n\n" + "\n".join(body) + "\n\n\nmodel = Recorded().eval()\n"
+    state = {k.split(":", 1)[1]: v for k, v in inst.arrays.items() if k.startswith("state:")}
+    if state:
+        entries = "".join(f"    {py_str(k)}: {torch_tensor_code(v)},\n" for k, v in state.items())
+        code += f"model.load_state_dict({{\n{entries}}}, strict=False)\n"
+    return code, "model"
+
+
 MODEL_CODE = {"torch_fn": torch_model, "torch_module": torch_model, "torch_program": torch_program_model,
-              "torch_graph": torch_graph_model,
+              "torch_graph": torch_graph_model, "torch_exported": torch_exported_model, "torch_fx": torch_fx_model,
               "onnx_model": onnx_model,
               "keras_layer": keras_model, "tf_fn": keras_model, "tflite_model": tflite_model}
 FRAMEWORK_IMPORTS = {"torch": ["import torch"], "onnx": ["import onnx"],

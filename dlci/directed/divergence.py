@@ -1,0 +1,46 @@
+"""Where the pull request changes what is computed: one test run on both revisions (the engine's twin workers run
+the base), compared.
+
+A regression is an input on which the head computes something other than the base, and wrong. Line and branch
+coverage says whether changed code ran; it cannot say whether it changed anything: a torchlib function that builds a
+graph runs its changed line for every input, and only some inputs get another graph (a size-1 output, an unbatched
+input, a 0-d index). So the directed search's second phase runs what reached changed code on the base revision too
+and compares, in this order:
+
+- **status**: one revision passes where the other fails or calls the input unsupported;
+- **outputs**: both ran, and the output digests (shapes, dtypes, sums: dlci.outcome.digest) differ;
+- **graph**: the same outputs, but the targets' fingerprints of the converted models differ (Target.fingerprint: the
+  emitted ONNX graph, TVM's imported module): the change acts on this input, computing the same here.
+
+An input that diverges is where the search goes on (its mutants first, the mutation that made it preferred); what
+the reference says of the head's result is the campaign's oracle as for every test. A refactor, by construction,
+diverges nowhere but in graphs. Head passing where base fails (twice, the same way) is what the pull request fixed.
+"""
+from __future__ import annotations
+
+from dlci.outcome import INVALID, PASS, UNSUPPORTED, Outcome, same_digest
+
+KINDS = ("status", "outputs", "graph")
+
+
+def _state(status: str) -> str:
+    return "pass" if status == PASS else "unsupported" if status == UNSUPPORTED else "fail"
+
+
+def compare(head: dict, base: Outcome) -> str | None:
+    """How the base revision's run ``base`` of a test differs from the head's (``head``: Campaign.observed's
+    entry): one of :data:`KINDS`, or None (the same, or no telling: a run that could not be built)."""
+    if head["status"] == INVALID or base.status == INVALID:
+        return None
+    if _state(head["status"]) != _state(base.status):
+        return "status"
+    if head.get("digest") and base.digest and not same_digest(head["digest"], base.digest):
+        return "outputs"
+    if head.get("model") and base.model_digest and head["model"] != base.model_digest:
+        return "graph"
+    return None
+
+
+def fixed(head: dict, base: Outcome) -> bool:
+    """The head passes a test its base fails: what the pull request fixed (once the base fails it again)."""
+    return head["status"] == PASS and _state(base.status) == "fail"
