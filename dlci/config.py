@@ -25,6 +25,12 @@ bisect: [commits, releases]     # commits (default): a finding new in a multi-co
                                 # introduced it; releases: one already on base is bisected over the releases of its
                                 # target's package; [none] switches both off (see dlci/bisect)
 bisect_budget: 600              # seconds for all of a scan's bisections (default 600)
+repo_tests:                     # the repository's own tests as seeds of a scan (dlci.scan.repo_tests)
+  share: 0.15                   # of the scan's budget (default 0.15, at most 90 s; 0 = off)
+  max_tests: 24                 # test functions run per scan
+  paths: ["tests/frontend/test_*.py"]        # more test files (globs) besides the profile's own layout
+  entries: {"mypkg.frontend:from_onnx": onnx}  # more entry points to record: what each takes first
+                                # (exported_program, fx or onnx)
 fuzz:                           # the graph fuzzer's share of a scan (dlci.fuzz): networks built around the touched
   share: 0.3                    # operators, or over the whole corpus for graph-level changes; share of the testing
   strategy: mcts                # budget (default 0.3 for tvm/openvino/onnxruntime repositories, else 0; 0 = off)
@@ -62,6 +68,7 @@ class Config:
     bisect: list[str] | None = None
     bisect_budget: float | None = None
     fuzz: dict | None = None
+    repo_tests: dict | None = None
     source: str = "defaults"  # where it came from, for the report
 
     # what a revision needs to build and import itself: read from each revision's own .dlci.yml. Everything else
@@ -89,8 +96,11 @@ class Config:
 
     _TYPES = {"profiles": list, "targets": list, "sources": list, "budget": (int, float), "limit_per_op": int,
               "python_path": list, "env": dict, "install": str, "known_issues": list,
-              "rules": list, "bisect": (list, str), "bisect_budget": (int, float), "fuzz": dict}
+              "rules": list, "bisect": (list, str), "bisect_budget": (int, float), "fuzz": dict,
+              "repo_tests": dict}
     FUZZ_KEYS = {"share": (int, float), "strategy": str, "max_blocks": int, "seed": int, "torch": bool}
+    REPO_TESTS_KEYS = {"share": (int, float), "max_tests": int, "paths": list, "entries": dict}
+    REPO_TESTS_TAKES = ("exported_program", "fx", "onnx")  # what a recorded entry point takes first
 
     @classmethod
     def parse(cls, text: str | None, origin: str = CONFIG_FILE) -> "Config":
@@ -149,6 +159,7 @@ class Config:
             raise ConfigError(f"{origin}: fuzz.strategy is mcts or random, got {fz['strategy']!r}")
         if fz.get("max_blocks", 1) < 1:
             raise ConfigError(f"{origin}: fuzz.max_blocks must be at least 1")
+        _check_repo_tests(data.get("repo_tests") or {}, origin, cls)
         if data.get("limit_per_op") is not None and data["limit_per_op"] < 1:
             raise ConfigError(f"{origin}: limit_per_op must be at least 1")
         for key, text in [("install", data.get("install"))] + [(f"env.{k}", v) for k, v in (data.get("env") or {}).items()]:
@@ -162,6 +173,33 @@ class Config:
         cfg = cls(**{k: v for k, v in data.items() if v is not None}, source=origin)
         cfg.env = {str(k): str(v) for k, v in (cfg.env or {}).items()} if cfg.env is not None else None
         return cfg
+
+
+def _check_repo_tests(value: dict, origin: str, cls) -> None:
+    """``repo_tests``: known keys of the right types, a share between 0 and 0.5, entry points named
+    ``module:function`` with what they take."""
+    import re
+    for key, v in value.items():
+        want = cls.REPO_TESTS_KEYS.get(key)
+        if want is None:
+            raise ConfigError(f"{origin}: unknown repo_tests key {key!r}; known: "
+                              f"{', '.join(sorted(cls.REPO_TESTS_KEYS))}")
+        if not isinstance(v, want) or isinstance(v, bool):
+            raise ConfigError(f"{origin}: repo_tests.{key} must be "
+                              f"{'a number' if key == 'share' else want.__name__}")
+    if not 0 <= value.get("share", 0) <= 0.5:
+        raise ConfigError(f"{origin}: repo_tests.share must be between 0 and 0.5, got {value['share']}")
+    if value.get("max_tests", 1) < 1:
+        raise ConfigError(f"{origin}: repo_tests.max_tests must be at least 1")
+    for p in value.get("paths") or []:
+        if not isinstance(p, str) or p.startswith("/") or ".." in p.split("/"):
+            raise ConfigError(f"{origin}: repo_tests.paths entries are repository-relative globs, got {p!r}")
+    for spec, takes in (value.get("entries") or {}).items():
+        if not isinstance(spec, str) or not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", spec):
+            raise ConfigError(f"{origin}: repo_tests.entries keys are module:function, got {spec!r}")
+        if takes not in cls.REPO_TESTS_TAKES:
+            raise ConfigError(f"{origin}: repo_tests.entries.{spec} takes one of "
+                              f"{', '.join(cls.REPO_TESTS_TAKES)}, got {takes!r}")
 
 
 PLACEHOLDERS = ("checkout", "prefix", "site_packages")  # what install and env values may name in braces

@@ -241,3 +241,32 @@ def test_a_bfloat16_case_reproduces_standalone(tmp_path):
         code, out, err = run_alone(path)
         verdicts[fn] = (o.status, code, "REPRODUCED" in out)
     assert verdicts == {"selu": (INCONSISTENT, 1, True), "relu": (PASS, 0, False)}, verdicts
+
+
+@pytest.mark.parametrize("target", ["torch.onnx", "onnxscript.torchlib"])
+def test_a_bfloat16_case_runs_through_onnx_runtime_standalone(tmp_path, target):
+    """ONNX Runtime's Python binding refuses numpy bfloat16 (ml_dtypes): a reproducer of an ORT-run target feeds it
+    as dlci's workers do (OrtValues of the bit patterns), so a case that passes in the campaign runs to the end
+    alone (exit 0), never 'confirmed but not reproduced' because of the script's own input handling."""
+    import ml_dtypes
+    x = np.linspace(-3, 3, 24, dtype=np.float32).reshape(4, 6).astype(ml_dtypes.bfloat16)
+    inst = Instance(op="aten::transpose", framework="torch", origin=Origin("test", "hand"), arrays={"in:0": x},
+                    params={}, inputs=[TensorSpec.of(x)],
+                    call={"kind": "torch_fn", "fn": "torch.transpose", "args": [{"$t": 0}, 0, 1], "kwargs": {}})
+    o = execute(inst, target)  # (ORT's CPU kernels of most arithmetic have no bfloat16: a layout op has)
+    assert o.status == PASS, (o.symptom, o.message)
+    path = render(get(target), finding_of(inst, target, outcome=o), inst, tmp_path)
+    assert "def run_session" in path.read_text()
+    code, out, err = run_alone(path)
+    assert code == 0 and "REPRODUCED" not in out, (out, err[-2000:])
+
+
+def test_an_unreproduced_finding_says_why():
+    from dlci.findings.repro import why_not_reproduced
+    assert why_not_reproduced("timed out after 60 s\n") == "timed out after 60 s"
+    ran = "exit 0\n--- stdout\nmodel built\nconsistent with the reference ([1. 2.]): the bug no longer reproduces\n" \
+          "--- stderr\n"
+    assert why_not_reproduced(ran).startswith("ran to the end without the failure: consistent with the reference")
+    broke = ("exit 1\n--- stdout\n\n--- stderr\nTraceback (most recent call last):\n  File \"F001.py\", line 3\n"
+             "TypeError: Numpy_type 256 can't be converted\n")
+    assert why_not_reproduced(broke) == "the script failed (exit 1): TypeError: Numpy_type 256 can't be converted"

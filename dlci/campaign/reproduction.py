@@ -51,7 +51,7 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
     repro/unreproduced/). A check that would start after ``until``, or that ``hard_until`` cuts short, leaves the
     finding unchecked (``repro_checked`` None): it stays. The reported findings are renumbered F001... and their
     scripts re-rendered."""
-    from dlci.findings.repro import check_repro, test_env
+    from dlci.findings.repro import check_repro, test_env, why_not_reproduced
     from dlci.findings.warm import WarmPool
     out = options.out
     (out / "repro").mkdir(parents=True, exist_ok=True)
@@ -133,6 +133,9 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
         unreproduced = [f.to_dict() for f in findings if f.repro_checked is False]
         findings = [f for f in findings if f.repro_checked is not False]
     for f in unreproduced:  # their scripts (and test-style tests) stay for triage, under a name that says so
+        log = (out / f["repro"]).with_suffix(".log") if f.get("repro") else None
+        if log is not None and log.is_file():
+            f["not_reproduced_because"] = why_not_reproduced(log.read_text(errors="replace"))
         for key in ("repro", "test_style_repro"):
             if f[key] and (out / f[key]).exists():
                 src = out / f[key]

@@ -23,7 +23,7 @@ from dlci.directed import mutations as M
 from dlci.directed.distance import INF, Distances
 from dlci.directed.goals import Goal, reached
 from dlci.instance import Instance
-from dlci.outcome import INVALID
+from dlci.outcome import INVALID, UNSUPPORTED
 
 MAX_DEPTH = 3        # mutations stacked on one migrated instance
 PER_PICK = 2         # mutants of one (seed, mutation) pick
@@ -35,6 +35,9 @@ STALL_SECONDS = 25.0
 STALL_MIN = 8.0
 STALL_MUTANTS = 30
 PAIR_REACHERS = 16   # the operators' own tests that reached changed code, run on base too when the second phase starts
+# what a mutant that reached changed code and came back unsupported is tried again as: a form that runs (a dtype the
+# target's signature takes, the default of a setting, the entry point's own options)
+REPAIRS = ("torch.dtype_any", "onnx.input_types", "torch.default", "torch.target_option", "onnx.target_option")
 
 
 @dataclass
@@ -91,6 +94,7 @@ class DirectedStream:
         self.diverging = Counter()  # mutation -> inputs it made that diverge
         self.fixed_first: dict[tuple[str, str], object] = {}  # a base failure where head passes, awaiting its second
         self.fixed: dict[tuple, dict] = {}
+        self.repairs: deque[Test] = deque()  # mutants of one that reached changed code and came back unsupported
 
     # -- what the plan's tests already did ------------------------------------------------------------------------
     def take_in(self, outcomes: list[tuple]) -> None:
@@ -175,6 +179,9 @@ class DirectedStream:
         while wanted() and self._time_left():
             if self.twins:  # the base's runs first: their verdicts steer what is varied next
                 yield self.twins.popleft()
+                continue
+            if self.repairs:
+                yield self.repairs.popleft()
                 continue
             if self._stalled(since()):
                 self.stats[stall_stat] += 1
@@ -323,12 +330,30 @@ class DirectedStream:
             self.found_at = (time.monotonic(), self.stats["mutants"])
         if self.phase == 2 and test.instance.id in self.reachers and outcome.status != INVALID:
             self._pair(test.instance, test.target)
+        if test.instance.id in self.reachers and outcome.status == UNSUPPORTED:
+            self._repair(test.instance, test.target)
         fresh = self._new_values(getattr(outcome, "values", {}) or {})
         if fresh and test.instance.id in self.reachers:
             # ... or computes on values the changed statements have not seen (an index at -1, an empty list, None)
             self.stats["new_values"] += fresh
             self.novel[test.instance.id] = self.reachers[test.instance.id]
             self.found_at = (time.monotonic(), self.stats["mutants"])
+
+    def _repair(self, inst: Instance, target: str) -> None:
+        """A mutant ran changed code, then the target called it unsupported (a dtype outside a function's signature,
+        a setting the entry point refuses): what it reached must still be judged, so it is tried again in forms that
+        run, first."""
+        if self.depth.get(inst.id, 0) >= MAX_DEPTH:
+            return
+        for name in REPAIRS:
+            mutation = M.MUTATIONS.get(name)
+            if mutation is None or mutation.framework != inst.framework:
+                continue
+            made = [x for x in mutation.apply(inst, limit=2) if x.id not in self.seen][:1]
+            for x in made:
+                self.stats["repaired"] += 1
+                self.repairs.extend(t for t in self._emit(x, name, self.depth.get(inst.id, 0) + 1, {target})
+                                    if t.target == target)
 
     def _pair(self, inst: Instance, target: str, again: bool = False) -> None:
         """Ask the base revision for ``inst`` on ``target`` (once; ``again``: a second time, to confirm a fix)."""
@@ -388,7 +413,7 @@ class DirectedStream:
                 - self.stats["goals_reached"], "reached_by_search": self.stats["goals_reached"],
                 "unreached": len(self.unreached), "mutants": self.stats["mutants"],
                 "transferred": self.stats["transferred"], "new_signatures": self.stats["new_signatures"],
-                "new_values": self.stats["new_values"],
+                "new_values": self.stats["new_values"], "retried_unsupported": self.stats["repaired"],
                 "statements_reached_before": self.statements_before,
                 "tests": self.stats["tests"], "invalid": self.stats["invalid"],
                 "seconds": round(time.monotonic() - self.t0, 1), "ended": self._ended(),

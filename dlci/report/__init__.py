@@ -393,7 +393,9 @@ def render_markdown(doc: dict) -> str:
         lines += [f"- {C(f['signature'])}" for f in st["flaky"][:50]]
     if st.get("unreproduced"):
         lines += ["", "## Confirmed in dlci but not reproduced by the standalone script", ""]
-        lines += [f"- {C(f['signature'])}" for f in st["unreproduced"][:50]]
+        lines += [f"- {C(f['signature'])}" + (f": {P(f['not_reproduced_because'], 300)}"
+                                              if f.get("not_reproduced_because") else "")
+                  for f in st["unreproduced"][:50]]
     return "\n".join(lines) + "\n"
 
 

@@ -73,6 +73,7 @@ def attribute(findings: list[Finding], campaign: Campaign, options: RunOptions, 
     jobs = [js[k] for k in range(BASE_RERUNS) for js in per_finding if k < len(js)]
     results = _run(jobs, campaign, options, base_env, compare.log, deadline)
     unsteady = _unsteady_values(findings, jobs, results, campaign, options, head_env, deadline, base_env)
+    heads = _head_numbers(findings, jobs, results, campaign, options, head_env, deadline)
     out = []
     for f in findings:
         base = {j.instance_id: results[j.id] for j in jobs if j.id.startswith(f"base{f.id}:") and j.id in results}
@@ -80,7 +81,7 @@ def attribute(findings: list[Finding], campaign: Campaign, options: RunOptions, 
             compare.mark(f, None, {"status": "not run", "note": f"{compare.log} re-run did not complete"})
             out.append(f)
             continue
-        head = {o.instance_id: o for o in campaign.failures.get(f.signature, [])}
+        head = {**heads.get(f.id, {}), **{o.instance_id: o for o in campaign.failures.get(f.signature, [])}}
         old = [i for i, o in base.items() if F.is_failure(o) and (
             campaign.signature(o) == f.signature and (i not in head or same_digest(o.digest, head[i].digest)
                                                       or i in unsteady)) or _never_worked(o, f)]
@@ -91,6 +92,27 @@ def attribute(findings: list[Finding], campaign: Campaign, options: RunOptions, 
                     _part(f, new, True, base, campaign, compare, suffix=compare.suffix)]
         else:
             out.append(_part(f, f.instances, bool(new), base, campaign, compare))
+    return out
+
+
+def _head_numbers(findings: list[Finding], jobs: list[Job], results: dict[str, Outcome], campaign: Campaign,
+                  options: RunOptions, head_env: dict | None, deadline: float) -> dict[str, dict[str, Outcome]]:
+    """Per finding, the head's outcomes of instances that fail on base with its signature but whose head numbers
+    the campaign did not keep (a reduced or representative instance): run on head, so that wrong numbers that
+    differ between the revisions are told apart ("changed by this PR"), never taken for the same failure."""
+    if head_env is None:
+        return {}
+    todo = []
+    for f in findings:
+        held = {o.instance_id for o in campaign.failures.get(f.signature, [])}
+        todo += [(f.id, _job(f"headnum{f.id}", campaign, j.instance_id, f.target)) for j in jobs
+                 if j.id.startswith(f"base{f.id}:") and j.id in results and j.instance_id not in held
+                 and F.is_failure(results[j.id]) and campaign.signature(results[j.id]) == f.signature]
+    got = _run([j for _, j in todo], campaign, options, head_env, "head-numbers", deadline)
+    out: dict[str, dict[str, Outcome]] = {}
+    for fid, j in todo:
+        if j.id in got:
+            out.setdefault(fid, {})[j.instance_id] = got[j.id]
     return out
 
 

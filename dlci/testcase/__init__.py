@@ -43,10 +43,13 @@ def first_lines(text: str, n: int = MESSAGE_LINES) -> str:
 
 
 def _as_output_array(x, like: np.ndarray | None) -> np.ndarray:
-    """A target output as a numpy array (0-d for scalars): never a Python scalar or a foreign tensor."""
+    """A target output as a numpy array (0-d for scalars): never a Python scalar or a foreign tensor. A complex
+    reference given back as (real, imaginary) pairs (torch.onnx's way to write complex tensors) is read as complex."""
     a = np.asarray(x)
     if like is not None and a.dtype == object:
         a = a.astype(like.dtype)
+    if like is not None and like.dtype.kind == "c" and a.dtype.kind == "f" and a.shape == (*like.shape, 2):
+        a = (a[..., 0] + 1j * a[..., 1]).astype(like.dtype)
     return a
 
 

@@ -85,6 +85,50 @@ AS_TORCH = '''def as_torch(x):
     return torch.from_numpy(x.astype(np.float32)).to(torch.bfloat16) if x.dtype.name == "bfloat16" else torch.tensor(x)'''
 
 
+RUN_SESSION = '''def run_session(session, xs):
+    """ONNX Runtime on the inputs. Its Python binding reads no numpy bfloat16: such arrays cross as OrtValues of their
+    16-bit patterns (and come back as ml_dtypes.bfloat16); a complex array goes to a float input as (real,
+    imaginary) pairs, the way torch.onnx writes complex tensors."""
+    feeds = {}
+    for i, x in zip(session.get_inputs(), xs):
+        if x.dtype.kind == "c" and i.type in ("tensor(float)", "tensor(double)"):
+            x = np.stack([x.real, x.imag], axis=-1).astype(np.float32 if i.type == "tensor(float)" else np.float64)
+        feeds[i.name] = x
+    if not any(x.dtype.name == "bfloat16" for x in feeds.values()) and \\
+            not any(o.type == "tensor(bfloat16)" for o in session.get_outputs()):
+        return session.run(None, feeds)
+    import ctypes
+
+    from onnx import TensorProto
+    values = {n: ort.OrtValue.ortvalue_from_numpy_with_onnx_type(np.ascontiguousarray(x).view(np.uint16),
+                                                                 TensorProto.BFLOAT16)
+              if x.dtype.name == "bfloat16" else ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(x))
+              for n, x in feeds.items()}
+    outputs = []
+    for v in session.run_with_ort_values(None, values):
+        if v.data_type() != "tensor(bfloat16)":
+            outputs.append(np.asarray(v.numpy()))
+            continue
+        shape = v.shape()
+        n = int(np.prod(shape)) if shape else 1
+        bits = np.frombuffer((ctypes.c_uint16 * n).from_address(v.data_ptr()), np.uint16) if n else \\
+            np.zeros(0, np.uint16)
+        outputs.append(bits.copy().reshape(shape).view(ml_dtypes.bfloat16))
+    return outputs'''
+
+
+def _with_helpers(inst: Instance, run: str, code: str) -> tuple[str, str]:
+    """The run snippet and model code with the helpers the reproducer needs standalone: bfloat16 arrays into torch
+    (``as_torch``), ONNX Runtime fed as dlci's workers feed it (``run_session``, as dlci.targets.onnxruntime.ort_run
+    does)."""
+    if any(x.dtype.name == "bfloat16" for x in inst.input_arrays()):
+        run = run.replace("torch.tensor(x)", "as_torch(x)")  # torch.tensor cannot read ml_dtypes' bfloat16
+        code = AS_TORCH + "\n\n\n" + code
+    if "run_session(" in run:
+        code = RUN_SESSION + "\n\n\n" + code
+    return run, code
+
+
 def _data_section(inputs: list[str], check: dict) -> str:
     lines = [f"INPUTS = [{inputs[0]}]"] if len(inputs) == 1 else \
         ["INPUTS = ["] + [f"    {x}," for x in inputs] + ["]"]
@@ -166,9 +210,7 @@ def render_text(finding, inst: Instance, template: str | None = None) -> str:
     order = _tflite_order(inst, finding.target)
     if order:
         run += f"\noutputs = [outputs[k] for k in {order}]  # the converter reordered the keras model's outputs"
-    if any(x.dtype.name == "bfloat16" for x in inst.input_arrays()):
-        run = run.replace("torch.tensor(x)", "as_torch(x)")  # torch.tensor cannot read ml_dtypes' bfloat16
-        code = AS_TORCH + "\n\n\n" + code
+    run, code = _with_helpers(inst, run, code)
     inputs = [array_code(x) for x in inst.input_arrays()]
     sections = [_data_section(inputs, check), code, check.get("oracle_code", "")]
     body = join_sections(sections)
@@ -250,6 +292,23 @@ def check_repro(path: Path, timeout: float = 600, env: dict | None = None, log_s
     return proc.returncode == 1 and "REPRODUCED" in proc.stdout
 
 
+def why_not_reproduced(log: str) -> str:
+    """One line from a reproducer's log (check_repro) saying why it did not reproduce: it ran to the end and agreed
+    with the reference, or it timed out, or the script itself failed (and where)."""
+    if log.startswith("timed out"):
+        return log.strip().splitlines()[0]
+    head, _, rest = log.partition("\n--- stdout\n")
+    stdout, _, stderr = rest.partition("\n--- stderr\n")
+    said = [ln.strip() for ln in stdout.splitlines() if ln.strip()]
+    errors = [ln.strip() for ln in stderr.splitlines() if ln.strip() and not ln.startswith((" ", "\t"))]
+    code = head.strip()
+    if code == "exit 0":
+        return f"ran to the end without the failure: {said[-1][:200] if said else 'no output'}"
+    if errors:
+        return f"the script failed ({code}): {errors[-1][:200]}"
+    return f"{code}: {said[-1][:200] if said else 'no output'}"
+
+
 def render_skeleton(inst: Instance, target: str, goal: str, hint: str = "") -> str:
     """A test the maintainer can complete: the instance that came closest to a changed line the scan never reached,
     built and run through ``target`` as its reproducer would, with the goal and what to change said where the
@@ -267,9 +326,7 @@ def render_skeleton(inst: Instance, target: str, goal: str, hint: str = "") -> s
                   keep_params=_keeps_params(inst) or bool(options.get("keep_params_in_input")), device="",
                   options=options, **call_values(inst, target))
     run = _block(snippet, "run", values)
-    if any(x.dtype.name == "bfloat16" for x in inst.input_arrays()):
-        run = run.replace("torch.tensor(x)", "as_torch(x)")
-        code = AS_TORCH + "\n\n\n" + code
+    run, code = _with_helpers(inst, run, code)
     inputs = [array_code(x) for x in inst.input_arrays()]
     data = [f"INPUTS = [{inputs[0]}]"] if len(inputs) == 1 else ["INPUTS = ["] + [f"    {x}," for x in inputs] + ["]"]
     body = join_sections(["\n".join(data), code])
