@@ -309,3 +309,15 @@ def test_divergence_tells_status_outputs_and_graph_apart_and_fingerprints_ignore
     a, b = model(["x", "t", "y", "n1"]), model(["input", "val_3", "out", "node_7"])
     assert onnx_fingerprint(a) == onnx_fingerprint(b)
     assert onnx_fingerprint(a) != onnx_fingerprint(model(["x", "t", "y", "n1"], op="Sigmoid"))
+
+
+def test_a_docstring_is_no_changed_statement_and_both_counts_agree():
+    """A changed docstring is no goal of the directed search and no statement the coverage counts: one definition
+    (dlci.diff.regions.python_statement_spans) serves both."""
+    from dlci.directed.goals import file_goals
+    from dlci.scan.coverage import changed_statement_spans
+    text = 'def f(x):\n    """Now documented better."""\n    if x < 0:\n        return -x\n    return x\n'
+    assert file_goals("m.py", text, {2}).goals == [] and changed_statement_spans(text, {2}) == set()
+    goals = file_goals("m.py", text, {3, 4})
+    statements = {g.span for g in goals.goals if g.kind == "statement"}
+    assert statements == changed_statement_spans(text, {3, 4}) == {(3, 3), (4, 4)}

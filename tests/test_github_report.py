@@ -327,3 +327,18 @@ def test_a_long_comment_is_cut_at_a_paragraph_end_outside_code():
             if not paragraph.startswith("```"):
                 assert paragraph.count("`") % 2 == 0, paragraph
     assert comment.cut("short", 100) == "short"
+
+
+def test_the_report_has_one_row_per_touched_operator_and_one_count_of_changed_statements():
+    from dlci.report import render_markdown
+    touch = dict(TOUCH)
+    touched = [{**touch, "operator": op, "line": line, "why": f"helper h{line} changed"}
+               for op in ("elu", "selu") for line in (10, 20, 30)]
+    d = doc([], touched=touched, coverage={"changed_statements": 7, "reached_statements": 3, "instances_reaching": 2,
+                                           "unreached": []},
+            directed={"goals": 9, "reached": 4, "statements": 5, "statements_reached": 2, "branches": 4,
+                      "unreached": []})
+    md = render_markdown(d)
+    rows = [ln for ln in md.splitlines() if ln.startswith("| `elu") or ln.startswith("| `selu")]
+    assert len(rows) == 2 and all(r.count("helper h") == 3 for r in rows), rows
+    assert "2 of 5 changed statements" in md and "Changed converter statements run by the tests" not in md

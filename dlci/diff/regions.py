@@ -774,3 +774,28 @@ def _yaml_child_items(lines: list[str], lo: int, hi: int, parent: str) -> list[R
         if name:
             out.append(Region(name, "entry", a + 1, b + 1, parent))
     return out
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    """A bare string statement (a docstring, or a string left as a comment): it computes nothing, so a change to it
+    is no changed statement (no goal of the directed search, no line a test must run)."""
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
+@lru_cache(maxsize=16)
+def python_statement_spans(text: str) -> tuple[tuple[int, int], ...]:
+    """(first, last) line of each statement's own lines in Python ``text`` (a compound statement owns its header
+    only), docstrings left out; () when it does not parse. The one definition of a changed statement: what the scan
+    counts as run and what the directed search aims at. Cached: a frontend file is thousands of lines."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return ()
+    spans = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.stmt) and not _is_docstring(n):
+            body = getattr(n, "body", None)
+            end = body[0].lineno - 1 if isinstance(body, list) and body and isinstance(body[0], ast.stmt) \
+                else n.end_lineno
+            spans.append((n.lineno, max(n.lineno, end or n.lineno)))
+    return tuple(spans)

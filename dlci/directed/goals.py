@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dlci.diff.regions import python_statement_spans
+
 EXIT = -1  # where control goes when it leaves the function (the tracer's arc to the return)
 
 
@@ -139,10 +141,6 @@ def branch_outcomes(func: ast.AST, qualname: str, rel: str, source: str) -> list
     return goals
 
 
-def statement_spans(tree: ast.AST) -> list[tuple[int, int]]:
-    return [_own_span(n) for n in ast.walk(tree) if isinstance(n, ast.stmt)]
-
-
 def file_goals(rel: str, text: str, changed_lines: set[int]) -> FileGoals:
     """The goals of one file: its changed statements (the innermost statement holding each changed line) and every
     branch outcome of the functions holding one."""
@@ -153,7 +151,7 @@ def file_goals(rel: str, text: str, changed_lines: set[int]) -> FileGoals:
         return out
     funcs = _functions(tree)
     out.functions = {name: (f.lineno, f.end_lineno or f.lineno) for name, f in funcs}
-    spans = statement_spans(tree)
+    spans = python_statement_spans(text)
 
     def enclosing(line: int) -> tuple[str, ast.AST | None]:
         inside = [(name, f) for name, f in funcs if f.lineno <= line <= (f.end_lineno or f.lineno)]

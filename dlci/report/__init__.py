@@ -188,14 +188,23 @@ def _pr_section(pr: dict, findings: list) -> list[str]:
         lines += [f"{new} finding(s) new in this PR, {old} already on the base revision.", ""]
     touched = pr.get("touched") or []
     if touched:
+        # one row per operator, the changed places that reach it inside the row (four changed helpers are not
+        # twenty rows for five operators)
+        rows: dict[str, list[dict]] = {}
+        for t in touched:
+            rows.setdefault(t["operator"], []).append(t)
         lines += [f"Profiles: {', '.join(P(x, 80) for x in pr.get('profiles') or [])}. Touched operators "
-                  f"({len({t['operator'] for t in touched})}):", "",
-                  "| operator | converter | selected by | why | targets |", "|---|---|---|---|---|"]
-        for t in touched[:100]:
-            lines.append(f"| {_cell(t['operator'])} | {_cell(t['converter'], 60)} | {_where(t, cell=True)} | "
-                         f"{P(t['why'])} | {', '.join(P(x, 100) for x in t['targets']) or '-'} |")
-        if len(touched) > 100:
-            lines.append(f"| … {len(touched) - 100} more in ops.json | | | | |")
+                  f"({len(rows)}):", "",
+                  "| operator | converter | changed places that reach it | targets |", "|---|---|---|---|"]
+        for op, ts in list(rows.items())[:100]:
+            converters = list(dict.fromkeys(t["converter"] for t in ts if t.get("converter")))
+            places = list(dict.fromkeys(f"{_where(t, cell=True)} {P(t['why'], 120)}" for t in ts))
+            targets = list(dict.fromkeys(x for t in ts for x in t["targets"]))
+            lines.append(f"| {_cell(op)} | {', '.join(_cell(c, 60) for c in converters[:3]) or '-'} | "
+                         + "; ".join(places[:4]) + (f"; and {len(places) - 4} more" if len(places) > 4 else "")
+                         + f" | {', '.join(P(x, 100) for x in targets) or '-'} |")
+        if len(rows) > 100:
+            lines.append(f"| … {len(rows) - 100} more in ops.json | | | |")
         lines.append("")
     bisect = pr.get("bisect") or {}
     if bisect.get("lines") or bisect.get("error"):
@@ -205,7 +214,9 @@ def _pr_section(pr: dict, findings: list) -> list[str]:
         lines += [f"- failed: {P(bisect['error'], 500)}"] if bisect.get("error") else []
         lines.append("")
     cov = pr.get("coverage") or {}
-    if cov.get("changed_statements"):
+    # one count of changed statements per report: the directed search's when it ran (the same statements, with
+    # their branch outcomes), else the coverage's
+    if cov.get("changed_statements") and not (pr.get("directed") or {}).get("goals"):
         lines += [f"Changed converter statements run by the tests: {P(cov['reached_statements'], 20)} of "
                   f"{P(cov['changed_statements'], 20)} ({P(cov['instances_reaching'], 20)} instances reached them)."]
         if cov.get("unreached"):
@@ -238,7 +249,8 @@ def _pr_section(pr: dict, findings: list) -> list[str]:
     hint = pr.get("head_run")
     if hint and findings:
         checkout, env = hint if isinstance(hint, list) else ("", hint)
-        script = Path(pr.get("out") or ".") / (findings[0].get("repro") or "repro/F001.py")
+        example = next((f for f in findings if attribution(f) == "new" and f.get("repro")), findings[0])
+        script = Path(pr.get("out") or ".") / (example.get("repro") or "repro/F001.py")
         lines += ["Run a reproducer against the PR's code (a fresh checkout of the head revision):", ""]
         lines += [fence((f"{checkout}\n" if checkout else "") + f"{env} python {script}", "sh"), ""]
     return lines

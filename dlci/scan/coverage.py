@@ -2,39 +2,20 @@
 edits (they go first), and which changed lines no test reached (a gap the maintainer should hear about)."""
 from __future__ import annotations
 
-import ast
-import functools
 import json
 import os
 from pathlib import Path
 from typing import Callable
 
+from dlci.diff.regions import python_statement_spans
 from dlci.instance import variant_kind
 from dlci.operators import instance_ops
 from dlci.plan import balanced
 
 
-@functools.lru_cache(maxsize=16)
-def _statement_spans(text: str) -> tuple[tuple[int, int], ...]:
-    """(first, last) line of each statement's own lines: a compound statement owns its header only. Cached: a
-    frontend file is thousands of lines, and every finding's reach and every deletion hunk asks again."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return ()
-    spans = []
-    for n in ast.walk(tree):
-        if isinstance(n, ast.stmt):
-            body = getattr(n, "body", None)
-            end = body[0].lineno - 1 if isinstance(body, list) and body and isinstance(body[0], ast.stmt) \
-                else n.end_lineno
-            spans.append((n.lineno, max(n.lineno, end)))
-    return tuple(spans)
-
-
 def changed_statement_spans(text: str, added: set[int]) -> set[tuple[int, int]]:
-    """The innermost statements holding an added line (blank lines and comments hold none)."""
-    spans = _statement_spans(text)
+    """The innermost statements holding an added line (blank lines, comments and docstrings hold none)."""
+    spans = python_statement_spans(text)
     out = set()
     for line in added:
         inside = [s for s in spans if s[0] <= line <= s[1]]
