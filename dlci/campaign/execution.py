@@ -125,171 +125,196 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
             reaches_change: Callable[[dict], bool] | None = None, watch: tuple = (), fingerprint: bool = False) -> None:
     """Run the tests until ``until`` (monotonic; default: the budget from now), streaming every outcome to
     results.jsonl; a failure is re-run once (another instance of its signature if that flakes) before it counts, its
-    confirmation jumping the queue. Confirmations still owed then get a short grace, at most a quarter of what is left before ``hard_until``.
-    ``trace_files``: converter files whose lines are recorded while converting (PR mode), ``watch``: the changed
-    statements whose values are recorded too (dlci.testcase.execute); ``reaches_change``: whether a test's coverage
-    ran a changed statement, which steers the order (:class:`Steered`); ``fingerprint``: each test's converted model
-    is fingerprinted (Outcome.model_digest). A source's ``twin`` tests run on the engine's twin workers (the other
-    revision) and go back to the source alone (``observe_twin``), never into the campaign."""
-    say = options.progress
-    confirm_queue: deque = deque()
-    pending_confirm: dict[str, str] = {}  # job id -> signature
-    seq = 0
+    confirmation jumping the queue. Confirmations still owed then get a short grace, at most a quarter of what is
+    left before ``hard_until``. ``trace_files``: converter files whose lines are recorded while converting (PR mode),
+    ``watch``: the changed statements whose values are recorded too (dlci.testcase.execute); ``reaches_change``:
+    whether a test's coverage ran a changed statement, which steers the order (:class:`Steered`); ``fingerprint``:
+    each test's converted model is fingerprinted (Outcome.model_digest). A source's ``twin`` tests run on the
+    engine's twin workers (the other revision) and go back to the source alone (``observe_twin``), never into the
+    campaign."""
+    run = _Execution(campaign, tests, options, trace_files, watch, reaches_change, fingerprint, hard_until)
+    started = time.monotonic()
+    deadline = until if until is not None else started + (options.budget or 0.0)
+    with open(options.out / "results.jsonl", "a", encoding="utf-8") as run.results:
+        info = engine.run(run.jobs(), run.on_result, deadline=deadline)  # the tests; failures confirmed as they come
+        campaign.interrupted = _cancelled(info)
+        run.retry_batch_members(engine, deadline)  # the members of a batch whose worker died after the last pull
+        run.confirm_after_the_budget(engine)       # confirmations still owed: a short grace
+    campaign.engine_info = _info_dict(info)
+    add_phase(campaign, "testing", started)
+    if run.scheduler is not None:
+        campaign.arms = run.scheduler.stats()
 
-    def confirm_jobs() -> Iterator[Job]:
-        nonlocal seq
-        while confirm_queue:
-            sig = confirm_queue.popleft()
+
+class _Execution:
+    """The state of one :func:`execute`: where the tests come from (the plan, a steered plan, a cost-aware schedule
+    or a self-scheduling source), the jobs made of them (single tests, packed batches, confirmations), and what each
+    result does (results.jsonl, the campaign's record, the source's and scheduler's feedback)."""
+
+    def __init__(self, campaign: Campaign, tests: Sequence[Test], options: RunOptions, trace_files: tuple[str, ...],
+                 watch: tuple, reaches_change: Callable[[dict], bool] | None, fingerprint: bool,
+                 hard_until: float | None):
+        self.campaign, self.tests, self.options = campaign, tests, options
+        self.trace_files, self.watch, self.reaches_change = tuple(trace_files), tuple(watch), reaches_change
+        self.fingerprint, self.hard_until = fingerprint, hard_until
+        self.results = None  # results.jsonl, open while the engine runs
+        self.confirm_queue: deque = deque()
+        self.pending_confirm: dict[str, str] = {}  # job id -> signature
+        self.seq = 0
+        self.steered = Steered(tests) if reaches_change else None
+        # a source that makes its tests as it goes (the graph fuzzer) is taken in its own order and told every outcome
+        self.source = tests if getattr(tests, "self_scheduling", False) else None
+        # an explicit run shares the budget between (target, source) arms by measured cost and yield; a PR scan keeps
+        # the plan's order (touched operators first) and steers by coverage instead
+        self.scheduler = CostAware(tests) if self.steered is None and self.source is None and \
+            options.schedule == "cost" else None
+        # batches (Target.batch_size) only where no test needs its own coverage (a PR scan steers by it) and no
+        # source waits for one test's outcome to make the next
+        self.batching = options.batch and not trace_files and self.steered is None and self.source is None
+        self.filling = BatchFiller()
+        # (target, operator) that did not pass: its other tests run alone, as a packed group it would fail and be
+        # bisected
+        self.unpackable: set[tuple[str, str]] = set()
+        self.retry: deque = deque()  # members of a batch whose worker died: run one by one
+        self.batch_members: dict[str, list[Test]] = {}  # batch job id -> its tests
+        self.last_progress = 0.0
+
+    # -- jobs ---------------------------------------------------------------------------------------------------
+    def confirm_jobs(self) -> Iterator[Job]:
+        campaign = self.campaign
+        while self.confirm_queue:
+            sig = self.confirm_queue.popleft()
             o = campaign.next_confirm_outcome(sig)
             target = campaign.targets[o.target]
-            seq += 1
-            job = Job(id=f"confirm{seq}:{o.instance_id}@{o.target}", func=target.job_func,
+            self.seq += 1
+            job = Job(id=f"confirm{self.seq}:{o.instance_id}@{o.target}", func=target.job_func,
                       args=(campaign.instances[o.instance_id], o.target), instance_id=o.instance_id, op=o.op,
                       target=o.target, affinity=f"confirm:{o.instance_id}", timeout=target.timeout)
-            pending_confirm[job.id] = sig
+            self.pending_confirm[job.id] = sig
             yield job
 
-    steered = Steered(tests) if reaches_change else None
-    # a source that makes its tests as it goes (the graph fuzzer) is taken in its own order and told every outcome
-    source = tests if getattr(tests, "self_scheduling", False) else None
-    # an explicit run shares the budget between (target, source) arms by measured cost and yield; a PR scan keeps
-    # the plan's order (touched operators first) and steers by coverage instead
-    scheduler = CostAware(tests) if steered is None and source is None and options.schedule == "cost" else None
-    # batches (Target.batch_size) only where no test needs its own coverage (a PR scan steers by it) and no
-    # source waits for one test's outcome to make the next
-    batching = options.batch and not trace_files and steered is None and source is None
-    filling = BatchFiller()
-    # (target, operator) that did not pass: its other tests run alone, as a packed group it would fail and be bisected
-    unpackable: set[tuple[str, str]] = set()
-    retry: deque = deque()  # members of a batch whose worker died: run one by one
-    batch_members: dict[str, list[Test]] = {}  # batch job id -> its tests
-
-    def single(test: Test) -> Job:
-        nonlocal seq
-        target = campaign.targets[test.target]
-        seq += 1
+    def single(self, test: Test) -> Job:
+        target = self.campaign.targets[test.target]
+        self.seq += 1
         if test.twin:  # the other revision: nothing traced there, its model fingerprinted for the comparison
-            return Job(id=f"twin{seq}:{test.instance.id}@{test.target}", func=target.job_func,
+            return Job(id=f"twin{self.seq}:{test.instance.id}@{test.target}", func=target.job_func,
                        args=(test.instance, test.target, (), (), True), instance_id=test.instance.id,
                        op=test.instance.op, target=test.target, affinity=f"twin:{test.instance.id}",
                        timeout=target.timeout, twin=True)
-        return Job(id=f"t{seq}:{test.instance.id}@{test.target}", func=target.job_func,
-                   args=(test.instance, test.target, tuple(trace_files), tuple(watch), fingerprint),
-                   instance_id=test.instance.id, op=test.instance.op, target=test.target, affinity=test.instance.id, timeout=target.timeout)
+        return Job(id=f"t{self.seq}:{test.instance.id}@{test.target}", func=target.job_func,
+                   args=(test.instance, test.target, self.trace_files, self.watch, self.fingerprint),
+                   instance_id=test.instance.id, op=test.instance.op, target=test.target,
+                   affinity=test.instance.id, timeout=target.timeout)
 
-    def batch(name: str, members: list[Test]) -> Job:
-        nonlocal seq
+    def batch(self, name: str, members: list[Test]) -> Job:
         if len(members) == 1:
-            return single(members[0])
-        seq += 1
-        job = Job(id=f"b{seq}:{len(members)}@{name}", func=BATCH_JOB, args=([t.instance for t in members], name),
+            return self.single(members[0])
+        self.seq += 1
+        job = Job(id=f"b{self.seq}:{len(members)}@{name}", func=BATCH_JOB, args=([t.instance for t in members], name),
                   instance_id=members[0].instance.id, op=members[0].instance.op, target=name,
-                  affinity=f"batch:{name}", timeout=(campaign.targets[name].timeout or options.timeout) * 4)
-        batch_members[job.id] = members
+                  affinity=f"batch:{name}", timeout=(self.campaign.targets[name].timeout or self.options.timeout) * 4)
+        self.batch_members[job.id] = members
         return job
 
-    def checks_owed() -> float:
-        return reproducers_owed(campaign, [s for s, state in campaign.confirm_state.items() if state != "flaky"],
-                                options.workers)
+    def checks_owed(self) -> float:
+        return reproducers_owed(self.campaign, [s for s, state in self.campaign.confirm_state.items()
+                                                if state != "flaky"], self.options.workers)
 
-    def jobs() -> Iterator[Job]:
-        for test in steered or scheduler or tests:
-            if hard_until is not None and options.check_repros and \
-                    checks_owed() > CHECK_SHARE * (hard_until - time.monotonic()):
+    def jobs(self) -> Iterator[Job]:
+        campaign, options = self.campaign, self.options
+        for test in self.steered or self.scheduler or self.tests:
+            if self.hard_until is not None and options.check_repros and \
+                    self.checks_owed() > CHECK_SHARE * (self.hard_until - time.monotonic()):
                 # a finding whose reproducer cannot be checked within the budget is worth less than the tests
                 # that would find it: stop drawing tests while the ones found can all be checked
                 campaign.ended_early = (f"testing ended early: the reproducers of the {len(campaign.confirm_state)}"
                                         f" failure signatures found need the rest of the budget")
-                say(campaign.ended_early)
+                options.progress(campaign.ended_early)
                 break
-            yield from confirm_jobs()
-            while retry:
-                yield single(retry.popleft())
-            for name in filling.overdue():
-                yield batch(name, filling.take(name))
-            size = campaign.targets[test.target].batch_size if batching else 1
-            if size <= 1 or (test.target, test.instance.op) in unpackable:
-                yield single(test)
+            yield from self.confirm_jobs()
+            while self.retry:
+                yield self.single(self.retry.popleft())
+            for name in self.filling.overdue():
+                yield self.batch(name, self.filling.take(name))
+            size = campaign.targets[test.target].batch_size if self.batching else 1
+            if size <= 1 or (test.target, test.instance.op) in self.unpackable:
+                yield self.single(test)
                 continue
-            full = filling.add(test.target, test, size)
+            full = self.filling.add(test.target, test, size)
             if full:
-                yield batch(test.target, full)
-        for name in filling.waiting():
-            yield batch(name, filling.take(name))
-        while retry:
-            yield single(retry.popleft())
-        yield from confirm_jobs()
+                yield self.batch(test.target, full)
+        for name in self.filling.waiting():
+            yield self.batch(name, self.filling.take(name))
+        while self.retry:
+            yield self.single(self.retry.popleft())
+        yield from self.confirm_jobs()
 
-    last_progress = [0.0]
-    with open(options.out / "results.jsonl", "a", encoding="utf-8") as results:
-        def on_result(job: Job, result: dict) -> None:
-            members = batch_members.pop(job.id, None)
-            if members is not None:
-                if "batch_outcomes" not in result:  # the worker died under the batch: every member runs alone
-                    retry.extend(members)
-                    return
-                for member in result["batch_outcomes"]:
-                    on_outcome(job, member)
+    # -- results ------------------------------------------------------------------------------------------------
+    def on_result(self, job: Job, result: dict) -> None:
+        members = self.batch_members.pop(job.id, None)
+        if members is not None:
+            if "batch_outcomes" not in result:  # the worker died under the batch: every member runs alone
+                self.retry.extend(members)
                 return
-            on_outcome(job, result)
+            for member in result["batch_outcomes"]:
+                self.on_outcome(job, member)
+            return
+        self.on_outcome(job, result)
 
-        def on_outcome(job: Job, result: dict) -> None:
-            outcome = Outcome.from_dict(result)
-            if job.twin:
-                results.write(json.dumps({"job": job.id, "twin": True, **outcome.to_dict()}, default=str) + "\n")
-                if source is not None and hasattr(source, "observe_twin"):
-                    source.observe_twin(Test(campaign.instances[outcome.instance_id], outcome.target, twin=True),
-                                        outcome)
-                return
-            sig = pending_confirm.pop(job.id, None)
-            results.write(json.dumps({"job": job.id, "confirming": sig, **outcome.to_dict()}, default=str) + "\n")
-            results.flush()
-            if steered and sig is None:
-                test = Test(campaign.instances[outcome.instance_id], outcome.target)
-                steered.observe(test, outcome.coverage, outcome.status == PASS)
-                if outcome.coverage and reaches_change(outcome.coverage):
-                    steered.heat(test.instance)
-            if outcome.status != PASS:
-                unpackable.add((outcome.target, outcome.op))
-            need = campaign.record(outcome, sig)
-            if need is not None:
-                confirm_queue.append(need)
-            if scheduler is not None and sig is None:
-                scheduler.observe(Test(campaign.instances[outcome.instance_id], outcome.target), outcome.seconds,
-                                  outcome.status, new_signature=need is not None, cold=outcome.cold)
-            if source is not None and sig is None:
-                source.observe(Test(campaign.instances[outcome.instance_id], outcome.target), outcome,
-                               need is not None)
-            now = time.monotonic()
-            if now - last_progress[0] > 5:
-                last_progress[0] = now
-                st = campaign.stats()
-                say(f"[{st['seconds']:.0f}s] {st['tests_run']} tests, {st['tests_valid']} valid, "
-                    f"{len(campaign.failures)} failure signatures, {len(campaign.confirmed())} confirmed")
+    def on_outcome(self, job: Job, result: dict) -> None:
+        campaign, outcome = self.campaign, Outcome.from_dict(result)
+        if job.twin:
+            self.results.write(json.dumps({"job": job.id, "twin": True, **outcome.to_dict()}, default=str) + "\n")
+            if self.source is not None and hasattr(self.source, "observe_twin"):
+                self.source.observe_twin(Test(campaign.instances[outcome.instance_id], outcome.target, twin=True),
+                                         outcome)
+            return
+        sig = self.pending_confirm.pop(job.id, None)
+        self.results.write(json.dumps({"job": job.id, "confirming": sig, **outcome.to_dict()}, default=str) + "\n")
+        self.results.flush()
+        test = Test(campaign.instances[outcome.instance_id], outcome.target)
+        if self.steered and sig is None:
+            self.steered.observe(test, outcome.coverage, outcome.status == PASS)
+            if outcome.coverage and self.reaches_change(outcome.coverage):
+                self.steered.heat(test.instance)
+        if outcome.status != PASS:
+            self.unpackable.add((outcome.target, outcome.op))
+        need = campaign.record(outcome, sig)
+        if need is not None:
+            self.confirm_queue.append(need)
+        if self.scheduler is not None and sig is None:
+            self.scheduler.observe(test, outcome.seconds, outcome.status, new_signature=need is not None,
+                                   cold=outcome.cold)
+        if self.source is not None and sig is None:
+            self.source.observe(test, outcome, need is not None)
+        now = time.monotonic()
+        if now - self.last_progress > 5:
+            self.last_progress = now
+            st = campaign.stats()
+            self.options.progress(f"[{st['seconds']:.0f}s] {st['tests_run']} tests, {st['tests_valid']} valid, "
+                                  f"{len(campaign.failures)} failure signatures, {len(campaign.confirmed())} confirmed")
 
-        budget = options.budget or 0.0
-        started = time.monotonic()
-        deadline = until if until is not None else time.monotonic() + budget
-        info = engine.run(jobs(), on_result, deadline=deadline)
-        campaign.interrupted = _cancelled(info)
-        if retry and not campaign.interrupted and time.monotonic() < deadline:  # a batch died after the last pull
-            more = engine.run((single(retry.popleft()) for _ in range(len(retry))), on_result, deadline=deadline)
-            campaign.interrupted = _cancelled(more)
-        # confirmation jobs the engine pulled but never dispatched (deadline) are owed again
-        confirm_queue.extend(pending_confirm.values())
-        pending_confirm.clear()
-        if confirm_queue and not campaign.interrupted:
-            say(f"confirming {len(confirm_queue)} failure signature(s) after the budget")
-            now = time.monotonic()
-            grace = now + max(60.0, 0.1 * budget)
-            if hard_until is not None:  # a quarter of what is left: reduction and reproducers need the rest
-                grace = min(grace, now + 0.25 * max(0.0, hard_until - now))
-            more = engine.run(confirm_jobs(), on_result, deadline=grace)
-            campaign.interrupted = _cancelled(more)
-        campaign.engine_info = _info_dict(info)
-        add_phase(campaign, "testing", started)
-        if scheduler is not None:
-            campaign.arms = scheduler.stats()
+    # -- after the deadline ---------------------------------------------------------------------------------------
+    def retry_batch_members(self, engine: Engine, deadline: float) -> None:
+        if self.retry and not self.campaign.interrupted and time.monotonic() < deadline:
+            more = engine.run((self.single(self.retry.popleft()) for _ in range(len(self.retry))), self.on_result,
+                              deadline=deadline)
+            self.campaign.interrupted = _cancelled(more)
+
+    def confirm_after_the_budget(self, engine: Engine) -> None:
+        """Confirmations the engine pulled but never dispatched (the deadline) are owed again: a short grace, at most
+        a quarter of what is left before hard_until (reduction and reproducers need the rest)."""
+        self.confirm_queue.extend(self.pending_confirm.values())
+        self.pending_confirm.clear()
+        if not self.confirm_queue or self.campaign.interrupted:
+            return
+        self.options.progress(f"confirming {len(self.confirm_queue)} failure signature(s) after the budget")
+        now = time.monotonic()
+        grace = now + max(60.0, 0.1 * (self.options.budget or 0.0))
+        if self.hard_until is not None:
+            grace = min(grace, now + 0.25 * max(0.0, self.hard_until - now))
+        more = engine.run(self.confirm_jobs(), self.on_result, deadline=grace)
+        self.campaign.interrupted = _cancelled(more)
 
 
 def _cancelled(info) -> bool:
