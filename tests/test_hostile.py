@@ -542,3 +542,29 @@ def test_a_file_name_that_is_not_utf8_does_not_stop_the_report(tmp_path):
            pr={"base": "a" * 40, "head": "b" * 40, "touched": [], "unmapped": [{"file": name, "line": 1, "region": None,
                                                                               "why": "x"}]}).write(tmp_path / "out")
     assert "conv" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_the_scans_uid_sees_the_system_python_and_dlci_but_none_of_the_runners_files(tmp_path):
+    """In its mount namespace the scan sees the system, Python, dlci and its own folder: a file the runner keeps in
+    its temporary folder or its home, world-readable or not, is not there; Python still starts."""
+    if os.geteuid() != 0:
+        pytest.skip("a separate uid needs root")
+    marker = "RUNNER_FILE_" + secrets.token_hex(6)
+    in_tmp = tmp_path / "runner-file"
+    in_home = Path.home() / f".dlci-test-runner-file-{secrets.token_hex(4)}"
+    try:
+        for f in (in_tmp, in_home):
+            f.write_text(marker)
+            f.chmod(0o644)
+        probe = f"cat {in_tmp} {in_home} 2>/dev/null; echo; {sys.executable} -c 'print(6*7)'"
+        script = ("import dlci.github.sandbox as SB\n"
+                  "box = SB.Sandbox.create()\n"
+                  "lines = []\n"
+                  f"box.run(['/bin/sh', '-c', {probe!r}], lines.append)\n"
+                  "box.remove()\n"
+                  "print('\\n'.join(lines))\n")
+        proc = _in_child(script, {"PYTHONPATH": str(ROOT)}, tmp_path)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert marker not in proc.stdout and "42" in proc.stdout, proc.stdout
+    finally:
+        in_home.unlink(missing_ok=True)

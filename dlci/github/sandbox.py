@@ -14,10 +14,10 @@ Who runs the PR's code (:func:`identity`), strictly in this order:
   (:class:`SandboxRefused`, exit 2) with what to set up. Root without capabilities is never a sandbox: owner
   permission bits still let it rewrite root's files, the modules the token holder imports after the scan included.
 
-A separate uid starts through :data:`_LAUNCH`: as root, in a mount namespace of its own where the system's temporary
-folders are fresh and empty and any private folder on the way to the interpreter, dlci or its caches (``/root`` when
-Python lives under it) is replaced by an empty one holding only those, read-only; then it drops to the uid with no
-supplementary group, no capability and ``no_new_privs``. Where the kernel refuses a mount namespace (a container
+A separate uid starts through :data:`_LAUNCH`: as root, in a mount namespace of its own where it sees the system and
+nothing else of the machine (every other top-level folder, and any private folder on the way, replaced by an empty
+one holding only the interpreter, dlci and its caches, read-only; the temporary folders fresh and empty; its own
+folder writable); then it drops to the uid with no supplementary group, no capability and ``no_new_privs``. Where the kernel refuses a mount namespace (a container
 without ``CAP_SYS_ADMIN``, such as the image) it drops to the uid all the same, and the probe (:meth:`runs_here`)
 says whether that uid can start dlci.
 
@@ -68,7 +68,12 @@ _PASSED = frozenset({
 _RUN_SCOPED = frozenset({"ACTIONS_RUNTIME_TOKEN", "ACTIONS_RUNTIME_URL", "ACTIONS_CACHE_URL", "ACTIONS_RESULTS_URL",
                          "ACTIONS_CACHE_SERVICE_V2"})
 _TOKEN_VALUE = re.compile(rb"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})")
-_TMP_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")  # fresh and empty in the scan's mount namespace
+_TMP_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")  # fresh and empty in the scan's mount namespace
+# the top-level folders the scan sees as they are in its mount namespace: the system (programs, libraries,
+# configuration, devices, the resolver under /run). Every other one (/home, /root, /opt, /srv, /mnt, the runner's
+# own folders wherever they are) is replaced by an empty folder holding only what the scan must read
+_SYSTEM = frozenset({"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "proc", "sys", "dev", "run",
+                     "var", "boot"})
 
 
 class SandboxError(RuntimeError):
@@ -380,15 +385,18 @@ class Sandbox:
 
     # -- starting the scan ---------------------------------------------------------------------------------------
     def _launch_spec(self, cmd: list[str]) -> dict:
-        """What :data:`_LAUNCH` does: the folders to hide (the temporary ones; private folders on the way to what
-        the scan must read), what to keep in them (read-only but for the sandbox's own folder), the uid, the
-        command."""
+        """What :data:`_LAUNCH` does: the folders to hide (every top-level folder but the system's, the temporary
+        ones, private folders on the way to what the scan must read), what to keep in them (read-only but for the
+        sandbox's own folder), the uid, the command. So the pull request's code sees the system, Python, dlci, its
+        caches and its own folder: none of the runner's files (its work folder, its home, its configuration)."""
         from dlci import cache
         from dlci.exec import interp
+        env = self.env()
+        searched = [p for name in ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH") for p in env.get(name, "").split(":")]
         needed = {os.path.realpath(p) for p in (os.path.dirname(os.path.realpath(sys.executable)), sys.prefix,
                                                 sys.base_prefix, sys.exec_prefix, interp.ROOT, *sys.path,
-                                                cache.base()) if p and os.path.isdir(p)}
-        hide = set(_TMP_FOLDERS)
+                                                cache.base(), *searched) if p and os.path.isdir(p)}
+        hide = set(_TMP_FOLDERS) | {os.path.join("/", e) for e in os.listdir("/") if e not in _SYSTEM}
         for path in needed:
             hide.update(_private_ancestors(path))
         hide = {h for h in hide if os.path.isdir(h) and not os.path.islink(h)}
@@ -401,7 +409,7 @@ class Sandbox:
         keep = [(p, ro) for p, ro in keep if not _inside(p, root)] + [(root, False)]
         modes = {h: "1777" for h in _TMP_FOLDERS}
         return {"namespace": True, "hide": sorted(hide, key=len), "keep": keep, "modes": modes,
-                "uid": self.who.uid, "gid": self.who.gid, "cwd": str(self.home), "argv": cmd, "env": self.env()}
+                "uid": self.who.uid, "gid": self.who.gid, "cwd": str(self.home), "argv": cmd, "env": env}
 
     def _popen(self, cmd: list[str], **kwargs) -> subprocess.Popen:
         if self.who.separate:
