@@ -30,7 +30,7 @@ repo_tests:                     # the repository's own tests as seeds of a scan 
   max_tests: 24                 # test functions run per scan
   paths: ["tests/frontend/test_*.py"]        # more test files (globs) besides the profile's own layout
   entries: {"mypkg.frontend:from_onnx": onnx}  # more entry points to record: what each takes first
-                                # (exported_program, fx or onnx)
+                                # (exported_program, fx, onnx, or module: an nn.Module and its example args)
 fuzz:                           # the graph fuzzer's share of a scan (dlci.fuzz): networks built around the touched
   share: 0.3                    # operators, or over the whole corpus for graph-level changes; share of the testing
   strategy: mcts                # budget (default 0.3 for tvm/openvino/onnxruntime repositories, else 0; 0 = off)
@@ -100,7 +100,7 @@ class Config:
               "repo_tests": dict}
     FUZZ_KEYS = {"share": (int, float), "strategy": str, "max_blocks": int, "seed": int, "torch": bool}
     REPO_TESTS_KEYS = {"share": (int, float), "max_tests": int, "paths": list, "entries": dict}
-    REPO_TESTS_TAKES = ("exported_program", "fx", "onnx")  # what a recorded entry point takes first
+    REPO_TESTS_TAKES = ("exported_program", "fx", "onnx", "module")  # what a recorded entry point takes first
 
     @classmethod
     def parse(cls, text: str | None, origin: str = CONFIG_FILE) -> "Config":

@@ -26,6 +26,8 @@ def add_arguments(parser) -> None:
                         help="share of the testing budget for graph fuzzing around the touched operators (overrides "
                              ".dlci.yml fuzz.share; default 0.3 for TVM, OpenVINO and ONNX Runtime; 0: off, the scan "
                              "ends when the operators' own tests do)")
+    parser.add_argument("--no-repo-tests", action="store_true",
+                        help="do not read the repository's own tests for seeds (for comparisons)")
     parser.add_argument("--no-divergence", action="store_true",
                         help="the directed search runs nothing on the base revision: no comparison of the revisions' "
                              "results on what reached changed code (for comparisons)")
@@ -55,5 +57,6 @@ def run(args) -> int:
     report = scan.scan(scan.ScanRequest(repo=repo, base=base, head=head,
                                         targets=split(args.targets) if args.targets else None, options=options,
                                         fuzz_share=args.fuzz_share, bisect=in_scan,
-                                        directed=not args.no_directed, divergence=not args.no_divergence))
+                                        directed=not args.no_directed, divergence=not args.no_divergence,
+                                        repo_tests=not args.no_repo_tests))
     return exit_code(report, options)

@@ -1,11 +1,18 @@
-"""`dlci scan`: one pull request, end to end.
+"""`dlci scan`: one pull request, end to end. ``_scan`` reads as its stages:
 
-diff (merge base..head) -> profiles map changed code to operators and converters -> the migrated instances of those
-operators, each sent only to the targets that reach the changed converter -> run on the head revision's own code
-(every failure re-run before it counts; converter lines traced while converting) -> each confirmed finding re-run on
-the base revision (new in the PR, or already on base) -> reproducers checked on head (must fail) and base (should
-pass) -> findings.json / report.md with the touched operators, the file:line that selected each, and the changed
-lines no instance reached.
+1. read_pull_request   the diff (merge base..head), .dlci.yml of both revisions (policy from base), the profiles'
+                       map of changed code to operators and converters (ops.json);
+2. select_tests        the targets the touched converters reach, the operators' instances routed to them, the
+                       fuzz share; or why there is nothing to test;
+3. check_imports       each changed converter file imported at head (and base where it fails): one that no longer
+                       imports is a finding for every operator it maps (dlci.scan.imports);
+4. repo_tests          the models the repository's own tests hand the frontend, recorded on head (seeds);
+5. test_head           the operators' own tests on head (changed lines traced), the directed search while changed
+                       code is unreached and then where head and base diverge (dlci.directed), the fuzz share;
+6. attribute_on_base   each confirmed finding re-run on base: new in the PR, already on base, support removed,
+                       fixed by the PR;
+7. reduce_findings     what the PR broke first, shrunk;
+8. write_report        reproducers checked alone on head (and base), findings.json / report.md, bisection.
 """
 from __future__ import annotations
 
@@ -26,7 +33,7 @@ from dlci.report.document import Report
 from dlci import directed
 from dlci.directed import Search
 from dlci.errors import InfrastructureError
-from dlci.scan import attribution, coverage, imports, selection
+from dlci.scan import attribution, coverage, imports, repo_tests, selection
 
 DEFAULT_BUDGET = 240.0  # a scan of a pull request should be done in about four minutes on two cores
 @dataclass
@@ -39,6 +46,7 @@ class ScanRequest:
     fuzz_share: float | None = None    # --fuzz-share: overrides .dlci.yml fuzz.share
     directed: bool = True              # --no-directed: no directed search (the benchmarks' other side)
     divergence: bool = True            # --no-divergence: the directed search runs nothing on the base revision
+    repo_tests: bool = True            # --no-repo-tests: the repository's own tests are not read for seeds
     # since when (.dlci.yml ``bisect``): dlci.bisect.attribution.in_scan, which the caller passes (bisect builds on
     # scan); None: no bisection
     bisect: Callable | None = None
@@ -61,6 +69,8 @@ def _scan(req: ScanRequest) -> Report:
         return report_nothing_to_test(pull, chosen)
     with Revisions(pull) as revisions:
         broken = check_imports(pull, chosen, revisions)  # changed converter files imported at head (and base)
+        if pull.req.repo_tests:  # the models the repository's own tests hand the frontend, recorded on head
+            repo_tests.add_to_selection(pull, chosen, revisions)
         if chosen.nothing is not None:
             return report_nothing_to_test(pull, chosen, revisions, broken)
         tested = test_head(pull, chosen, revisions)       # operators' tests, directed search, fuzz share on head
