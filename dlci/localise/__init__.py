@@ -429,9 +429,15 @@ def _failing_output(out: Outcome, view) -> str | None:
     return outputs[i]
 
 
+_WRONG_VALUES = ("value mismatch", "nan mismatch")  # wrong numbers: one family, whichever the inputs show
+
+
 def _same_way(whole: Outcome, alone: Outcome) -> bool:
     if whole.status == INCONSISTENT:
-        return alone.status == INCONSISTENT
+        # a shape or dtype mismatch alone is another failure than the graph's wrong values (TVM gives a shape-valued
+        # output of a lone Shape node back otherwise on both revisions: it must not take the blame)
+        return alone.status == INCONSISTENT and (alone.symptom == whole.symptom or (
+            alone.symptom in _WRONG_VALUES and whole.symptom in _WRONG_VALUES))
     if alone.status != CRASH:
         return False
     from dlci.findings import normalize_message
