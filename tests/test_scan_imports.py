@@ -98,3 +98,25 @@ def test_an_optional_dependency_that_does_not_import_is_no_failure_but_a_syntax_
     (tmp_path / "pkgroot" / "convpkg" / "ops.py").write_text("import optdep_missing\ndef f(:\n")
     got = imports.import_once("convpkg.ops", "convpkg/ops.py", env, timeout=20, path=path)
     assert got.state == "raises" and "SyntaxError" in got.detail, got
+
+
+def test_only_a_change_that_runs_at_import_starts_an_interpreter():
+    text = ("import os\n"                  # 1
+            "TABLE = {}\n"                 # 2
+            "\n"
+            "def register(f):\n"           # 4
+            "    TABLE[f.__name__] = f\n"  # 5
+            "    return f\n"               # 6
+            "\n"
+            "@register\n"                  # 8
+            "def elu(x, alpha=1.0):\n"     # 9
+            "    return x if x > 0 else alpha * (os.sys.float_info.epsilon + x)\n"  # 10
+            "\n"
+            "class Conv:\n"                # 12
+            "    kind = 'conv'\n"          # 13
+            "    def run(self):\n"         # 14
+            "        return 1\n")          # 15
+    assert not imports.runs_at_import(text, {5, 6, 10, 15})  # function bodies only
+    for line in (2, 8, 9, 13):  # module level, a decorator, a signature and its default, a class body
+        assert imports.runs_at_import(text, {line}), line
+    assert imports.runs_at_import("def f(:\n    pass\n", {2})  # no longer parses

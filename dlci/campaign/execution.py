@@ -24,9 +24,10 @@ BATCH_JOB = "dlci.testcase.batch:execute_batch_job"  # many tests of one target,
 
 
 def open_engine(options: RunOptions, targets: dict, *, env: dict | None = None, log_dir: Path | None = None,
-                twin_env: dict | None = None) -> Engine:
-    """The sandboxed workers a campaign runs in (``env``: the revision's environment in PR mode; ``twin_env``: the
-    other revision's, for one more worker that runs the twin tests of a divergence search)."""
+                twin: bool = False) -> Engine:
+    """The sandboxed workers a campaign runs in (``env``: the revision's environment in PR mode; ``twin``: one more
+    worker slot for the twin tests of a divergence search, whose environment, the other revision's, is given later
+    with Engine.set_twin_env)."""
     warm = sorted({m for t in targets.values() for m in t.warm_imports})
     gpus, gpu_memory = [], None
     probes = {t.probe for t in targets.values() if getattr(t, "probe", None)}
@@ -35,7 +36,7 @@ def open_engine(options: RunOptions, targets: dict, *, env: dict | None = None, 
         gpus, gpu_memory = worker_gpus(probes)
     return Engine(workers=options.workers, timeout=options.timeout, memory_mb=options.memory_mb, warm_imports=warm,
                   env=env, log_dir=str(log_dir or options.out / "logs"), gpus=gpus, gpu_memory_mb=gpu_memory,
-                  twin_env=twin_env)
+                  twin_workers=1 if twin else 0)
 
 
 class Steered:

@@ -202,13 +202,14 @@ class Engine:
     def __init__(self, workers: int = 2, timeout: float = 60.0, memory_mb: int = 2500,
                  warm_imports: Sequence[str] = (), env: dict | None = None, log_dir: str | None = None,
                  data_limit_mb: int | None = None, gpus: Sequence[str] = (), gpu_memory_mb: int | None = None,
-                 twin_env: dict | None = None, twin_workers: int = 1):
+                 twin_env: dict | None = None, twin_workers: int | None = None):
         if workers < 1:
             raise ValueError("workers must be >= 1")
         self.workers = workers
         # the twin workers run the other revision of a pull request beside this one (jobs marked ``twin``): the
         # paired runs of a divergence search, in one engine and one loop; slots workers.. are theirs
-        self.twin_workers = twin_workers if twin_env is not None else 0
+        # (twin_workers without twin_env: slots whose environment set_twin_env gives before the first twin job)
+        self.twin_workers = (1 if twin_env is not None else 0) if twin_workers is None else twin_workers
         self._twin_env = worker_env(twin_env) if twin_env is not None else None
         self.timeout = timeout
         self.memory_mb = memory_mb
@@ -255,13 +256,12 @@ class Engine:
                 self._pump(_POLL_S)
         return [w.info.get("startup_wall", 0.0) for w in self._slots if w is not None]
 
-    def start_twins(self) -> None:
-        """Start the twin workers now, without waiting: their imports overlap the first jobs, and a twin job later
-        finds a warm worker."""
-        self._check_open()
-        for slot in range(self.workers, len(self._slots)):
-            if self._slots[slot] is None:
-                self._spawn(slot)
+    def set_twin_env(self, env: dict) -> None:
+        """The twin workers' environment (the other revision's), given once it is known; their slots start on their
+        first job."""
+        if not self.twin_workers:
+            raise ValueError("an engine without twin slots")
+        self._twin_env = worker_env(env)
 
     def run(self, jobs: Iterable[Job], on_result: Callable[[Job, dict], None], *,
             deadline: float | None = None) -> RunInfo:
@@ -490,7 +490,8 @@ class Engine:
 
     # -- jobs -------------------------------------------------------------------------------------------
     def _dispatch(self, pending: deque) -> None:
-        if not self.twin_workers and any(job.twin for job in pending):  # a caller's bug: said, never waited for
+        if (not self.twin_workers or self._twin_env is None) and any(job.twin for job in pending):
+            # a caller's bug (no twin slot, or its environment not given yet): said, never waited for
             for job in [j for j in pending if j.twin]:
                 pending.remove(job)
                 self._deliver(job, Outcome(job.instance_id, job.op, job.target, status=INVALID, stage="harness",

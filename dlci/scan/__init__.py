@@ -275,7 +275,9 @@ def check_imports(pull: PullRequest, chosen: Selection, revisions: "Revisions") 
     at head and imports at base is a finding new in the PR for every operator the file maps at base
     (dlci.scan.imports). Their operators' own tests are left out: they cannot tell more."""
     from dlci import operators, profiles
-    files = selection.converter_files(pull.analysis)
+    by_path = {ch.path: ch for ch in pull.analysis.diff.files}
+    files = [f for f in selection.converter_files(pull.analysis)
+             if imports.runs_at_import(pull.repo.text(f, "head") or "", by_path[f].touched_head_lines())]
     if not files:
         return []
     head = revisions.prepare_head()
@@ -414,14 +416,12 @@ def test_head(pull: PullRequest, chosen: Selection, revisions: Revisions) -> Hea
                         order=coverage.edited_lines_first(pull.repo, converter_files, cache,
                                                           first_ops=_direct_ops(analysis.touches)))
     (pull.out / "repro").mkdir(parents=True, exist_ok=True)
-    # the divergence search runs what reached changed code on the base revision as well, on a twin worker
+    # the divergence search runs what reached changed code on the base revision as well, on a twin worker (the
+    # base is checked out when the search starts: a scan that never gets there does not pay for it)
     pair = search is not None and pull.req.divergence
-    twin_env = revisions.checkout_base(converter_files) if pair else None
     try:
         clock.testing_starts()
-        with open_engine(options, campaign.targets, env=revisions.head_env, twin_env=twin_env) as engine:
-            if pair:
-                engine.start_twins()
+        with open_engine(options, campaign.targets, env=revisions.head_env, twin=pair) as engine:
             # the operators' own tests first; the directed search while changed code is left unreached; the fuzz
             # share's graphs after them, in what is left
             end = clock.tests_until if fuzz is None else \
@@ -432,6 +432,8 @@ def test_head(pull: PullRequest, chosen: Selection, revisions: Revisions) -> Hea
                         watch=search.watch() if search else (),
                         reaches_change=coverage.reach_test(head.path, converter_files, pull.repo), fingerprint=pair)
             if search is not None and not campaign.interrupted and time.monotonic() < end - 5:
+                if pair:
+                    engine.set_twin_env(revisions.checkout_base(converter_files))
                 _directed(campaign, search, engine, options, trace, end, clock, chosen.route, chosen.chosen, say,
                           pair)
             if fuzz is not None and not campaign.interrupted:

@@ -66,6 +66,21 @@ def import_once(module: str, file: str, env: dict, timeout: float = IMPORT_TIMEO
     return ImportResult(file, module, "raises", last[:300], text[-4000:])
 
 
+def runs_at_import(text: str, changed: set[int]) -> bool:
+    """Whether a changed line of a Python file's head ``text`` runs when the file is imported: anything outside a
+    function's body (module level, class bodies, decorators, signatures and their defaults), or a file that no longer
+    parses. A change inside function bodies only cannot break the import: no interpreter is started for it."""
+    import ast
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return True
+    bodies = [(n.body[0].lineno, n.end_lineno or n.body[0].lineno) for n in ast.walk(tree)
+              if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and isinstance(n.body, list)
+              and n.body]
+    return any(not any(lo <= line <= hi for lo, hi in bodies) for line in changed)
+
+
 def check(root: Path, files: list[str], python_path: list[str], env: dict,
           confirm: bool = True) -> dict[str, ImportResult]:
     """Per changed file of the checkout at ``root``, the module it is imported as (files no python_path entry holds
