@@ -92,6 +92,9 @@ class DirectedStream:
         self.paired: Counter = Counter()  # (instance id, target) -> twin runs asked
         self.divergent: dict[str, tuple[Instance, set[str]]] = {}
         self.diverging = Counter()  # mutation -> inputs it made that diverge
+        # (kind, target, the head's signature or "pass", mutation): a divergence of a class not seen before is
+        # progress; the same bug showing on one more input is not (the search would never stall on a regression)
+        self.divergence_classes: set[tuple] = set()
         self.fixed_first: dict[tuple[str, str], object] = {}  # a base failure where head passes, awaiting its second
         self.fixed: dict[tuple, dict] = {}
         self.repairs: deque[Test] = deque()  # mutants of one that reached changed code and came back unsupported
@@ -378,8 +381,11 @@ class DirectedStream:
             mutation = self._mutation_of.get(test.instance.id)
             if mutation:
                 self.diverging[mutation] += 1
-            if kind != "graph":  # the revisions compute something different here: the search goes on
+            cls = (kind, test.target, head.get("signature") or head["status"], mutation or "")
+            if kind != "graph" and cls not in self.divergence_classes:
+                # the revisions compute something different here, in a way not seen before: the search goes on
                 self.found_at = (time.monotonic(), self.stats["mutants"])
+            self.divergence_classes.add(cls)
         if divergence.fixed(head, outcome):
             first = self.fixed_first.get(key)
             if first is None:
