@@ -477,9 +477,10 @@ def _attr(root, path: str):
     return obj
 
 
-def draw_inputs(info: list[tuple[list, str]], seed: int) -> list[np.ndarray]:
-    """Seeded inputs of the given shapes and dtypes: floats standard normal, integers in [0, 4), booleans even."""
-    rng = np.random.default_rng(seed)
+def draw_inputs(info: list[tuple[list, str]], seed: int, rng: np.random.Generator | None = None) -> list[np.ndarray]:
+    """Seeded inputs of the given shapes and dtypes: floats standard normal, integers in [0, 4), booleans even
+    (``rng``: drawn from it instead, going on where its caller is)."""
+    rng = np.random.default_rng(seed) if rng is None else rng
     out = []
     for shape, dtype in info:
         dt = np.dtype(str(dtype).replace("torch.", ""))

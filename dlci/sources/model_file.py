@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from dlci.errors import UsageError
-from dlci.instance import Instance
+from dlci.instance import Instance, Unencodable
+from dlci.models.recorded import draw_inputs
 
 
 def is_program(path: str) -> bool:
@@ -63,14 +64,10 @@ def model_instance(path: str, inputs_path: str | None, seed: int) -> Instance:
             raise UsageError(f"--model {path}: input {name!r} has a dynamic shape; give its values with --inputs "
                              "FILE.npz")
         dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
-        if dtype.kind == "f":
-            arrays.append(rng.standard_normal(dims).astype(dtype))
-        elif dtype.kind in "iu":
-            arrays.append(rng.integers(0, 4, dims).astype(dtype))
-        elif dtype.kind == "b":
-            arrays.append(rng.random(dims) < 0.5)
-        else:
-            raise UsageError(f"--model {path}: input {name!r} of type {dtype} needs --inputs FILE.npz")
+        try:
+            arrays += draw_inputs([(dims, str(dtype))], seed, rng)
+        except Unencodable:
+            raise UsageError(f"--model {path}: input {name!r} of type {dtype} needs --inputs FILE.npz") from None
     # named as a whole until a failure is localised to the operator that causes it (dlci.localise)
     stem = Path(path).stem.replace("::", "_") or "model"
     inst = instance_from_model(model, arrays, op=f"model::{stem}", source="model", test=str(path), seed=seed)
