@@ -88,7 +88,7 @@ def _scan(s: dict, out: OutputFolder, base: str, head: str, targets: str | None)
     from dlci.github import sandbox as SB
     _load_posting_code()
     try:
-        box = SB.prepare(say)
+        box = SB.prepare(say, ["the token input (this process)"] if s["token"] else [])
     except SB.SandboxRefused as e:
         raise R.EventError(f"dlci: {e}") from None
     code = ExitCode.CLEAN

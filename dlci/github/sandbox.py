@@ -600,8 +600,9 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         pass
 
 
-def prepare(say: Callable[[str], None]) -> Sandbox:
-    """The sandbox the scan runs in, or :class:`SandboxRefused` saying what to set up."""
+def prepare(say: Callable[[str], None], holds: list[str] = ()) -> Sandbox:
+    """The sandbox the scan runs in, or :class:`SandboxRefused` saying what to set up. ``holds``: the secrets this
+    process holds itself (the token it read and removed from its environment)."""
     wanted = mode()
     undumpable = make_undumpable()
     become_subreaper()
@@ -611,7 +612,7 @@ def prepare(say: Callable[[str], None]) -> Sandbox:
         say(f"sandbox: {box.who.why}; a clean environment, its own clone and output folder")
         return box
     box.remove()
-    why = refusal(problem, reachable_secrets(), wanted)
+    why = refusal(problem, list(holds) + reachable_secrets(), wanted)
     if why is not None:
         raise SandboxRefused(why)
     box = Sandbox.create(same_user(problem))
