@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/real_regressions.py [--cases ID,...] [--json PATH] [--work DIR] [--upstream DIR]
                                                     [--budget SECONDS] [--refresh-groundtruth] [--no-scan]
+                                                    [--arms default,no-divergence,no-repo-tests,no-directed]
+                                                    [--caught PATH | --no-ratchet]
 
 The corpus is benchmarks/regressions/cases.yaml: real fixes from TVM's Relax frontends (merged before 2025-09-01),
 each reverted on the installed apache-tvm's Python sources (a regression PR), and real behaviour-preserving
@@ -15,9 +17,19 @@ refactor commits of the same code applied as PRs. For every case the runner
   4. reads the scan's documented outputs (ops.json, findings.json, report.md; results.jsonl for counts) and says
      whether the regression was caught (a finding new in the PR whose operator is one of the case's operators or a
      canonical equivalent) or missed, with the reason; for a refactor, the findings new in the PR are false alarms.
-Prints one JSON line per case, then a table and the summary; --json writes everything to a file. The upstream
-cache (the upstream repositories the cases' files are materialised from) must be there first: without it the script
-exits saying how to get it (benchmarks/regressions/materialise.py fetch).
+  5. with --arms, scans each case again in the other configurations, side by side (`no-divergence`: `dlci scan
+     --no-divergence`; `no-repo-tests`: `--no-repo-tests`, skipped with a note where `dlci scan --help` does not list
+     it; `no-directed`: `--no-directed`, as --without-directed), and sums each arm per frontend family (TVM onnx, TVM
+     torch, onnxscript torchlib): caught, changed statements reached, divergences per minute, scan walls, refactors
+     with a finding new in the PR.
+Prints one JSON line per case, then a table, the per-family table and the summary; --json writes everything to a
+file. The upstream cache (the upstream repositories the cases' files are materialised from) must be there first:
+without it the script exits saying how to get it (benchmarks/regressions/materialise.py fetch).
+
+The ratchet: benchmarks/results/caught.json (--caught) holds every case the default arm has caught, with the dlci
+commit and date it was first caught. A case of the file that this run selected and did not catch is a drop: a line
+`RATCHET: ... dropped` names it and the exit status is 1. A case this run did not select (--cases) is not a drop;
+with --no-scan the ratchet is off. A case caught for the first time is added to the file (written by the run).
 """
 from __future__ import annotations
 
@@ -28,8 +40,10 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import argparse
+import datetime as dt
 import json
 import os
+import re
 import statistics
 import subprocess
 import tempfile
@@ -42,6 +56,18 @@ from build import BuildError, build, load_cases  # noqa: E402
 from groundtruth import check  # noqa: E402
 import materialise  # noqa: E402
 from store import StoreError  # noqa: E402
+
+
+CAUGHT = ROOT / "benchmarks" / "results" / "caught.json"
+# the configurations one run can scan each case in: arm -> the `dlci scan` flags (the default arm has none)
+ARMS = {"default": (), "no-divergence": ("--no-divergence",), "no-repo-tests": ("--no-repo-tests",),
+        "no-directed": ("--no-directed",)}
+FAMILIES = ("TVM onnx", "TVM torch", "onnxscript torchlib")
+CAUGHT_ABOUT = ("The ratchet of benchmarks/real_regressions.py: every case its default arm has caught (a finding new in "
+                "the PR on one of the case's operators), with the dlci commit and date it was first caught and the "
+                "result file. A run that selects one of these cases and does not catch it fails (exit 1). Written "
+                "by the benchmark when it catches a case for the first time; seeded from benchmarks/results/"
+                "real_regressions*.json.")
 
 
 def _canon(name: str) -> set[str]:
@@ -119,8 +145,9 @@ def judge(case: dict, out: Path, run: dict) -> dict:
     rows = _results(out / "results.jsonl")
     directed = pr.get("directed") or {}
     search = directed.get("search") or {}
+    div = search.get("divergence") or {}
     res.update(
-        frontend=_frontend(case),
+        frontend=_frontend(case), family=family(case),
         directed={k: directed.get(k) for k in ("goals", "reached", "statements", "statements_reached")}
         | {k: search.get(k) for k in ("reached_by_search", "statements_reached_before", "mutants", "seconds",
                                       "ended")} if directed else None,
@@ -132,6 +159,8 @@ def judge(case: dict, out: Path, run: dict) -> dict:
         tests_run=(doc.get("stats") or {}).get("tests_run"), instances_selected=pr.get("instances_selected"),
         changed_statements=cov.get("changed_statements"), reached_statements=cov.get("reached_statements"),
         instances_reaching=cov.get("instances_reaching"),
+        divergence={"per_minute": div.get("per_minute"), "diverged": sum((div.get("diverged") or {}).values()),
+                    "paired": div.get("paired"), "search_seconds": search.get("seconds")} if div else None,
         statuses={s: sum(1 for r in rows if r.get("status") == s and not r.get("confirming"))
                   for s in sorted({r.get("status") for r in rows if r.get("status")})})
     timed_out = run["exit"] == "timeout"
@@ -182,6 +211,141 @@ def judge(case: dict, out: Path, run: dict) -> dict:
     return res
 
 
+def family(case: dict) -> str:
+    """The frontend family of a case (the per-family figures): TVM onnx, TVM torch (exported program and FX),
+    onnxscript torchlib (or TVM tflite / other)."""
+    f = _frontend(case)
+    return {"TVM ONNX": "TVM onnx", "TVM exported program": "TVM torch", "TVM FX": "TVM torch",
+            "TVM torch": "TVM torch", "TVM TFLite": "TVM tflite"}.get(f, f)
+
+
+def scan_flags() -> str:
+    """`dlci scan --help`, to see which arms' flags this dlci has"""
+    try:
+        return subprocess.run([sys.executable, "-m", "dlci", "scan", "--help"], capture_output=True, text=True,
+                              timeout=300, cwd=ROOT).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def available_arms(arms: list[str], helptext: str) -> tuple[list[str], dict[str, str]]:
+    """(the arms this dlci can run, {arm: why not} for those whose flag `dlci scan --help` does not list)"""
+    skipped = {}
+    for a in arms:
+        missing = [f for f in ARMS[a] if not re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", helptext)]
+        if missing:
+            skipped[a] = f"`dlci scan --help` does not list {', '.join(missing)}: arm {a} not run"
+    return [a for a in arms if a not in skipped], skipped
+
+
+def arm_row(judged: dict, run: dict) -> dict:
+    """what the summary needs of one arm's scan of a case"""
+    return {"outcome": judged.get("outcome"), "reason": judged.get("reason"), "exit": run["exit"],
+            "wall_seconds": run["wall_seconds"], "new_in_pr": judged.get("new_in_pr"),
+            "changed_statements": judged.get("changed_statements"),
+            "reached_statements": judged.get("reached_statements"),
+            "directed": {k: (judged.get("directed") or {}).get(k) for k in ("statements", "statements_reached",
+                                                                             "goals", "reached")}
+            if judged.get("directed") else None,
+            "divergence": judged.get("divergence")}
+
+
+def _median(xs: list) -> float | None:
+    return round(statistics.median(xs), 1) if xs else None
+
+
+def arms_summary(rows: list[dict], arms: list[str]) -> dict:
+    """per family, per arm: regressions caught, changed statements reached (coverage, and the directed goals'
+    statements), divergences per minute, scan walls, refactors with a finding new in the PR"""
+    out: dict = {}
+    for r in rows:
+        fam = r.get("family") or "other"
+        for arm in arms:
+            a = (r.get("arms") or {}).get(arm)
+            if a is None and arm == "no-directed":
+                a = r.get("without_directed")   # a row of an older run (--resume)
+            if a is None and arm == "default" and "scan" in r:
+                a = {"outcome": r.get("outcome"), "wall_seconds": r["scan"]["wall_seconds"],
+                     "changed_statements": r.get("changed_statements"),
+                     "reached_statements": r.get("reached_statements"), "directed": r.get("directed"),
+                     "divergence": r.get("divergence"), "new_in_pr": r.get("new_in_pr")}
+            if a is None:
+                continue
+            s = out.setdefault(fam, {}).setdefault(arm, {
+                "regressions": 0, "caught": 0, "refactors": 0, "refactors_with_new_finding": 0,
+                "changed_statements": 0, "changed_statements_reached": 0, "directed_statements": 0,
+                "directed_statements_reached": 0, "_walls": [], "_per_minute": [], "_diverged": 0, "_minutes": 0.0})
+            if r["kind"] == "regression" and a.get("outcome") in ("caught", "missed", "error"):
+                s["regressions"] += 1
+                s["caught"] += a["outcome"] == "caught"
+            elif r["kind"] == "refactor" and a.get("outcome") in ("clean", "false_alarm", "error", "timeout"):
+                s["refactors"] += 1
+                s["refactors_with_new_finding"] += a["outcome"] == "false_alarm"
+            else:
+                continue
+            s["changed_statements"] += a.get("changed_statements") or 0
+            s["changed_statements_reached"] += a.get("reached_statements") or 0
+            d = a.get("directed") or {}
+            s["directed_statements"] += d.get("statements") or 0
+            s["directed_statements_reached"] += d.get("statements_reached") or 0
+            if a.get("wall_seconds") is not None:
+                s["_walls"].append(a["wall_seconds"])
+            div = a.get("divergence") or {}
+            if div.get("per_minute") is not None:
+                s["_per_minute"].append(div["per_minute"])
+                s["_diverged"] += div.get("diverged") or 0
+                s["_minutes"] += (div.get("search_seconds") or 0) / 60
+    for fam in out.values():
+        for s in fam.values():
+            walls, pm = s.pop("_walls"), s.pop("_per_minute")
+            diverged, minutes = s.pop("_diverged"), s.pop("_minutes")
+            s["scan_wall_seconds"] = {"median": _median(walls), "max": max(walls, default=None), "n": len(walls)}
+            s["divergences_per_minute"] = {"median": round(statistics.median(pm), 2) if pm else None,
+                                           "pooled": round(diverged / minutes, 2) if minutes else None,
+                                           "cases": len(pm)}
+    order = {f: i for i, f in enumerate(FAMILIES)}
+    return dict(sorted(out.items(), key=lambda kv: order.get(kv[0], len(order))))
+
+
+def _git_head() -> str:
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=10", "HEAD"], capture_output=True,
+                              text=True, timeout=30).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def load_caught(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {"about": "", "cases": {}}
+    doc.setdefault("cases", {})
+    return doc
+
+
+def ratchet(rows: list[dict], caught: dict, dlci_commit: str, source: str | None) -> tuple[list[dict], list[str]]:
+    """(drops, newly caught): a case caught before (caught.json) that this run selected and did not catch is a drop
+    (whatever the reason: missed, error, ground truth no longer holding, not materialised); a case not in this run
+    is not; a case caught now and not before is added to `caught` (in place)"""
+    drops, new = [], []
+    for r in rows:
+        before = caught["cases"].get(r["case"])
+        if r.get("outcome") == "caught":
+            if before is None:
+                caught["cases"][r["case"]] = {
+                    "dlci_commit": r.get("dlci_commit") or ("unknown (a resumed row)" if r.get("resumed")
+                                                            else dlci_commit),
+                    "date": r.get("date") or dt.datetime.now(dt.timezone.utc).date().isoformat(),
+                    "result": source, "reason": r.get("reason")}
+                new.append(r["case"])
+        elif before is not None and r.get("outcome") not in ("not_scanned",):
+            drops.append({"case": r["case"], "outcome": r.get("outcome"), "reason": r.get("reason"),
+                          "first_caught": before})
+    caught["cases"] = dict(sorted(caught["cases"].items()))
+    return drops, new
+
+
 def _frontend(case: dict) -> str:
     """Which frontend a case's files belong to (the issue's per-frontend figures)."""
     files = " ".join(case.get("files") or [])
@@ -206,7 +370,14 @@ def main():
                          "scan's variants), side by side")
     ap.add_argument("--without-directed", action="store_true",
                     help="also scan each case with --no-directed, side by side (caught with and without the directed "
-                         "search, in the same run)")
+                         "search, in the same run); the same as adding no-directed to --arms")
+    ap.add_argument("--arms", default="default",
+                    help=f"comma-separated configurations to scan each case in, side by side ({', '.join(ARMS)}); "
+                         "the default arm always runs; an arm whose flag `dlci scan --help` does not list is skipped "
+                         "with a note")
+    ap.add_argument("--caught", type=Path, default=CAUGHT,
+                    help="the ratchet's record of the cases caught before (default: benchmarks/results/caught.json)")
+    ap.add_argument("--no-ratchet", action="store_true", help="neither check nor update the caught record")
     ap.add_argument("--refresh-groundtruth", action="store_true")
     ap.add_argument("--upstream", default=None, help="the upstream cache folder (default: $DLCI_UPSTREAM, else "
                     "$DLCI_CACHE_DIR/upstream; benchmarks/regressions/materialise.py fetch fills it)")
@@ -215,6 +386,19 @@ def main():
                     help="a previous run's --json file or printed JSON lines: its cases are not run again and count "
                          "in the summary (same dlci and stack assumed)")
     args = ap.parse_args()
+    arms = ["default"] + [a for a in dict.fromkeys(x.strip() for x in args.arms.split(",")) if a and a != "default"]
+    if args.without_directed and "no-directed" not in arms:
+        arms.append("no-directed")
+    bad = [a for a in arms if a not in ARMS]
+    if bad:
+        ap.error(f"--arms: unknown {', '.join(bad)} (known: {', '.join(ARMS)})")
+    arms_skipped = {}
+    if len(arms) > 1 and not args.no_scan:
+        arms, arms_skipped = available_arms(arms, scan_flags())
+        for why in arms_skipped.values():
+            print(f"note: {why}", file=sys.stderr, flush=True)
+    dlci_commit = _git_head()
+    today = dt.datetime.now(dt.timezone.utc).date().isoformat()
     doc = load_cases()
     cases = materialise.cases_for(args.cases.split(",") if args.cases else None, args.upstream)   # in the order given
     previous = {}
@@ -231,10 +415,10 @@ def main():
     rows = []
     for case in cases:
         if case["id"] in previous:
-            rows.append({**previous[case["id"]], "resumed": True})
+            rows.append({"family": family(case), **previous[case["id"]], "resumed": True})
             continue
         row = {"case": case["id"], "kind": case["kind"], "commit": case["commit"][:10], "url": case["url"],
-               "operators": case["operators"]}
+               "operators": case["operators"], "family": family(case), "dlci_commit": dlci_commit, "date": today}
         try:
             repo, base, head = build(case, work / case["id"] / "repo")
             gt = check(case, repo, base, head, refresh=args.refresh_groundtruth)
@@ -256,7 +440,15 @@ def main():
             out = work / case["id"] / "scan"
             run = scan(repo, f"pr/{case['id']}", out, args.budget, args.timeout)
             row["scan"] = {k: run[k] for k in ("exit", "wall_seconds", "command")}
-            row.update(judge(case, out, run))
+            judged = judge(case, out, run)
+            row.update(judged)
+            row["arms"] = {"default": arm_row(judged, run)}
+            for arm in arms[1:]:
+                if arm == "no-directed" and args.without_directed:
+                    continue   # below, as before
+                out_a = work / case["id"] / f"scan-{arm}"
+                run_a = scan(repo, f"pr/{case['id']}", out_a, args.budget, args.timeout, extra=ARMS[arm])
+                row["arms"][arm] = arm_row(judge(case, out_a, run_a), run_a)
             if args.baseline_sources:
                 out_b = work / case["id"] / "scan-baseline"
                 run_b = scan(repo, f"pr/{case['id']}", out_b, args.budget, args.timeout, args.baseline_sources)
@@ -271,6 +463,7 @@ def main():
                                            "wall_seconds": run_n["wall_seconds"],
                                            "reached_statements": judged.get("reached_statements"),
                                            "changed_statements": judged.get("changed_statements")}
+                row["arms"]["no-directed"] = arm_row(judged, run_n)
         rows.append(row)
         print(json.dumps(row), flush=True)
 
@@ -280,6 +473,7 @@ def main():
     walls = [r["scan"]["wall_seconds"] for r in rows if "scan" in r]
     summary = {
         "benchmark": "real_regressions", "cpu_count": os.cpu_count(), "budget": args.budget or "dlci default",
+        "dlci_commit": dlci_commit, "arms": arms, **({"arms_skipped": arms_skipped} if arms_skipped else {}),
         "regressions_valid": len(reg), "caught": sum(r["outcome"] == "caught" for r in reg),
         "catch_rate": round(sum(r["outcome"] == "caught" for r in reg) / len(reg), 3) if reg else None,
         "excluded": [{"case": r["case"], "reason": r["reason"]} for r in rows if r.get("outcome") in
@@ -316,6 +510,20 @@ def main():
             "with_directed": sum(r.get("reached_statements") or 0 for r in rows if "scan" in r),
             "without_directed": sum((r.get("without_directed") or {}).get("reached_statements") or 0 for r in rows),
             "changed": sum(r.get("changed_statements") or 0 for r in rows if "scan" in r)}
+    summary["per_family"] = arms_summary(rows, arms)
+    drops, newly = [], []
+    ratchet_on = not (args.no_ratchet or args.no_scan)   # --no-scan judges nothing
+    if ratchet_on:
+        caught = load_caught(args.caught)
+        drops, newly = ratchet(rows, caught, dlci_commit, str(args.json) if args.json else None)
+        summary["ratchet"] = {"record": str(args.caught), "caught_before": len(caught["cases"]) - len(newly),
+                              "caught_before_in_run": sum(1 for r in rows if r["case"] in caught["cases"]
+                                                          and r["case"] not in newly),
+                              "dropped": drops, "newly_caught": newly}
+        if newly:
+            caught["about"] = caught.get("about") or CAUGHT_ABOUT
+            args.caught.parent.mkdir(parents=True, exist_ok=True)
+            args.caught.write_text(json.dumps(caught, indent=1) + "\n")
     print()
     print(f"{'case':34} {'kind':10} {'outcome':11} {'wall s':>7}  reason")
     for r in rows:
@@ -329,9 +537,43 @@ def main():
           f"{summary['refactors']} with findings new in PR; scan wall median {summary['scan_wall_seconds']['median']}"
           f" s, max {summary['scan_wall_seconds']['max']} s ({os.cpu_count()} cores); total "
           f"{summary['total_seconds']} s")
+    print_arms(summary["per_family"], arms, arms_skipped)
     if args.json:
         args.json.write_text(json.dumps({"summary": summary, "cases": rows}, indent=1) + "\n")
     print(json.dumps({k: v for k, v in summary.items() if k != "excluded_upstream_fixes"}))
+    if ratchet_on:
+        for c in newly:
+            print(f"RATCHET: {c} caught for the first time: added to {args.caught}")
+        for d in drops:
+            first = d["first_caught"]
+            print(f"RATCHET: {d['case']} dropped: caught before (first at dlci {first.get('dlci_commit')}, "
+                  f"{first.get('date')}), {d['outcome']} now: {(d.get('reason') or '')[:200]}")
+        if drops:
+            print(f"RATCHET FAILED: {len(drops)} case(s) caught before and not caught now: "
+                  f"{', '.join(d['case'] for d in drops)}")
+            sys.exit(1)
+        print(f"ratchet: OK ({summary['ratchet']['caught_before_in_run']} case(s) caught before were in this run, "
+              f"none dropped)")
+
+
+def print_arms(per_family: dict, arms: list[str], skipped: dict) -> None:
+    print()
+    print(f"{'family':20} {'arm':14} {'caught':>9} {'reached/changed':>16} {'directed':>9} {'div/min':>8} "
+          f"{'wall med':>8} {'wall max':>8} {'refactors w/ new':>16}")
+    for fam, per_arm in per_family.items():
+        for arm in arms:
+            s = per_arm.get(arm)
+            if not s:
+                continue
+            dpm = s["divergences_per_minute"]["median"]
+            print(f"{fam:20} {arm:14} {s['caught']:>4}/{s['regressions']:<4} "
+                  f"{s['changed_statements_reached']:>7}/{s['changed_statements']:<8} "
+                  f"{s['directed_statements_reached']:>4}/{s['directed_statements']:<4} "
+                  f"{'-' if dpm is None else dpm:>8} {s['scan_wall_seconds']['median'] or '-':>8} "
+                  f"{s['scan_wall_seconds']['max'] or '-':>8} "
+                  f"{s['refactors_with_new_finding']:>7}/{s['refactors']:<8}")
+    for arm, why in skipped.items():
+        print(f"{'':20} {arm:14} skipped: {why}")
 
 
 if __name__ == "__main__":

@@ -247,3 +247,76 @@ def test_groundtruth_keys_extracted_and_loose_files_alike(cases, tmp_path, monke
     monkeypatch.setattr(gt, "UPSTREAM", tmp_path)
     assert [n for n, _ in gt.test_files(case)] == [n for n, _ in store.files(case["id"])]
     assert gt.cache_key(case) == key
+
+
+def _real_regressions():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("real_regressions_bench", ROOT / "benchmarks" / "real_regressions.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_caught_record_names_cases_of_the_corpus(cases):
+    import json
+    rec = json.loads((ROOT / "benchmarks" / "results" / "caught.json").read_text())
+    ids = {c["id"] for c in cases if c["kind"] == "regression"}
+    assert rec["cases"] and set(rec["cases"]) <= ids
+    assert all(v["dlci_commit"] and v["date"] for v in rec["cases"].values())
+
+
+def test_the_ratchet_fails_on_a_drop_and_records_a_first_catch():
+    rr = _real_regressions()
+    caught = {"cases": {"a": {"dlci_commit": "c0", "date": "2026-01-01"},
+                        "b": {"dlci_commit": "c0", "date": "2026-01-01"},
+                        "c": {"dlci_commit": "c0", "date": "2026-01-01"}}}
+    rows = [{"case": "a", "outcome": "caught"}, {"case": "b", "outcome": "missed", "reason": "ran but passed"},
+            {"case": "d", "outcome": "caught", "reason": "new in PR"}, {"case": "e", "outcome": "missed"}]
+    drops, new = rr.ratchet(rows, caught, "c1", "run.json")   # c: not in this run, not a drop
+    assert [d["case"] for d in drops] == ["b"] and drops[0]["first_caught"]["dlci_commit"] == "c0"
+    assert new == ["d"] and caught["cases"]["d"]["dlci_commit"] == "c1" and "e" not in caught["cases"]
+    drops, _ = rr.ratchet([{"case": "a", "outcome": "not_scanned"}], caught, "c1", None)
+    assert not drops   # --no-scan judges nothing
+
+
+def test_arms_are_summed_per_family():
+    rr = _real_regressions()
+    arm = {"outcome": "caught", "wall_seconds": 10.0, "changed_statements": 4, "reached_statements": 3,
+           "directed": {"statements": 4, "statements_reached": 2},
+           "divergence": {"per_minute": 2.0, "diverged": 2, "search_seconds": 60}}
+    rows = [{"case": "x", "kind": "regression", "family": "TVM onnx", "scan": {"wall_seconds": 10.0},
+             "arms": {"default": arm, "no-divergence": {**arm, "outcome": "missed", "divergence": None}}},
+            {"case": "y", "kind": "refactor", "family": "TVM onnx",
+             "arms": {"default": {"outcome": "false_alarm", "wall_seconds": 30.0}}}]
+    s = rr.arms_summary(rows, ["default", "no-divergence"])["TVM onnx"]
+    assert s["default"]["caught"] == 1 and s["no-divergence"]["caught"] == 0
+    assert s["default"]["refactors_with_new_finding"] == 1 and s["default"]["scan_wall_seconds"]["max"] == 30.0
+    assert s["default"]["changed_statements_reached"] == 3 and s["default"]["directed_statements_reached"] == 2
+    assert s["default"]["divergences_per_minute"] == {"median": 2.0, "pooled": 2.0, "cases": 1}
+    assert s["no-divergence"]["divergences_per_minute"]["median"] is None
+
+
+def test_the_loose_revert_finds_reformatted_and_moved_code(tmp_path):
+    import screen
+    assert screen._code("    x = f(a,  b)  # why\n") == "x=f(a,b)" and screen._code("s = '#'  # c\n") == "s='#'"
+    folder = tmp_path / "pkg"
+    folder.mkdir()
+    # installed: the fixed function, reformatted (comments, spacing) and moved to another module of the folder
+    (folder / "a.py").write_text("def other():\n    return 0\n")
+    (folder / "b.py").write_text("def f(x):\n    # the fix\n    y = x + 1  # plus one\n\n    return y\n")
+    diff = ("diff --git a/pkg/a.py b/pkg/a.py\n--- a/pkg/a.py\n+++ b/pkg/a.py\n@@ -1,3 +1,4 @@\n def f(x):\n"
+            "-    return x\n+    y = x+1\n+    return y\n")
+    ok, how = screen.loose_revert(diff, tmp_path, ["pkg"])
+    assert ok and "another module" in how, how
+    code = [screen._code(l) for l in (folder / "b.py").read_text().splitlines()]
+    assert [c for c in code if c] == ["deff(x):", "returnx"]   # the file's comment lines stay
+    (folder / "b.py").write_text("def f(x):\n    y = x + 1\n    return y\ndef f(x):\n    y = x + 1\n    return y\n")
+    ok, how = screen.loose_revert(diff, tmp_path, ["pkg"])   # two places: no guess
+    assert not ok
+
+
+def test_an_arm_whose_flag_dlci_lacks_is_skipped():
+    rr = _real_regressions()
+    arms, skipped = rr.available_arms(["default", "no-divergence", "no-repo-tests"],
+                                      "  --no-divergence  the directed search ...\n  --no-directed ...")
+    assert arms == ["default", "no-divergence"] and "--no-repo-tests" in skipped["no-repo-tests"]

@@ -238,8 +238,9 @@ def write_case(case: str, commit: str, names: set[str], edits: list[dict]) -> No
     if extra:
         r = []
         t = filter_extra(show(commit, f"{D}/extra_opinfo.py"), names)
-        t = sub(t, "import torchvision\n", "try:\n    import torchvision\nexcept ImportError:\n    torchvision = None\n", r,
-                "import torchvision -> guarded (not installed; the selected tests do not use it)", count_req=False)
+        from extract_tests import TORCHVISION_GUARD, TORCHVISION_LABEL
+        t = sub(t, "import torchvision\n", TORCHVISION_GUARD, r, TORCHVISION_LABEL + "; the selected tests do not use it",
+                count_req=False)
         (OUT / f"{mod['extra_opinfo']}.py").write_text(
             header("extra_opinfo.py", "the module with OP_DB restricted to the OpInfos of the fix's entries "
                    f"({', '.join(sorted(names))}) and the sample-input functions they use.", r) + with_shim(t))

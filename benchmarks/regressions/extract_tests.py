@@ -47,15 +47,20 @@ RENAMES = [
     ("onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[elem_type]", "helper.tensor_dtype_to_np_dtype(elem_type)"),
 ]
 
+# `import torchvision` in an extracted test module, guarded: the selected tests do not use it, and an installed
+# torchvision need not load (one built for CUDA over the CPU torch raises RuntimeError, not ImportError)
+TORCHVISION_GUARD = "try:\n    import torchvision\nexcept Exception:  # noqa: BLE001\n    torchvision = None\n"
+TORCHVISION_LABEL = "import torchvision -> guarded (any exception on import: absent, or built for another torch)"
+
 # onnx.mapping was removed from onnx (1.17+): the helper functions that replaced it
 REGEX_RENAMES = [
     (r"(?:onnx\.)?mapping\.TENSOR_TYPE_TO_NP_TYPE\[([^\]]+)\]", r"helper.tensor_dtype_to_np_dtype(\1)",
      "onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[x] -> helper.tensor_dtype_to_np_dtype(x)"),
     (r"(?:onnx\.)?mapping\.NP_TYPE_TO_TENSOR_TYPE\[([^\]]+)\]", r"helper.np_dtype_to_tensor_dtype(\1)",
      "onnx.mapping.NP_TYPE_TO_TENSOR_TYPE[x] -> helper.np_dtype_to_tensor_dtype(x)"),
-    # torchvision is not in the stack; only tests not selected here use it
-    (r"(?m)^import torchvision$", "try:\n    import torchvision\nexcept ImportError:\n    torchvision = None",
-     "import torchvision -> guarded (not installed)"),
+    # only tests not selected here use torchvision; it may be absent, or built for another torch (a CUDA wheel over
+    # the CPU torch raises RuntimeError on import): any exception leaves it None
+    (r"(?m)^import torchvision$", TORCHVISION_GUARD.rstrip("\n"), TORCHVISION_LABEL),
 ]
 
 

@@ -176,10 +176,7 @@ def rename_diff(diff: str, renames, path_renames: dict | None = None) -> str:
 
 
 def _undefined(path: Path) -> set[str]:
-    try:
-        from pyflakes import api, messages, reporter
-    except ImportError:
-        return set()
+    from pyflakes import api, messages, reporter   # main() checks that it is installed
 
     class R(reporter.Reporter):
         def __init__(self):
@@ -199,8 +196,172 @@ def _undefined(path: Path) -> set[str]:
     return r.names
 
 
-def try_revert(proj: dict, gitdir: str, row: dict, files: list[tuple[str, str]]) -> tuple[bool, str, str]:
-    """(applies, detail, patch against the installed sources)."""
+def _code(line: str) -> str:
+    """a line as the loose revert compares it: without its comment and without any whitespace ('' for a blank or
+    comment-only line)"""
+    s, quote, i = line, None, 0
+    while i < len(s):   # the first '#' outside a string literal on the line
+        c = s[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif s.startswith(quote, i):
+                i += len(quote) - 1
+                quote = None
+        elif c in "'\"":
+            quote = s[i:i + 3] if s[i:i + 3] in ("'" * 3, '"' * 3) else c
+            i += len(quote) - 1
+        elif c == "#":
+            s = s[:i]
+            break
+        i += 1
+    return re.sub(r"\s+", "", s)
+
+
+def _hunks(fdiff: str) -> list[dict]:
+    """the hunks of one file's unified diff: [{start (1-based, new side), lines: [(tag, text)]}]"""
+    out = []
+    for m in re.finditer(r"(?m)^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@.*\n", fdiff):
+        lines = []
+        for l in fdiff[m.end():].split("\n"):
+            if l.startswith("\\"):
+                continue
+            if l[:1] not in (" ", "+", "-"):
+                break
+            lines.append((l[0], l[1:] + "\n"))
+        out.append({"start": int(m.group(1)), "lines": lines})
+    return out
+
+
+LOOSE_FUZZ = 3   # context lines a hunk may lose at either end, as with patch -F3
+
+
+def _locate(hunk: list[tuple[str, str]], keys: list[str]) -> tuple[dict[int, int], int] | None:
+    """where the hunk's new side (its context and '+' lines) stands in a file whose lines are `keys` (_code() of
+    each), blank and comment-only lines skipped on both sides, dropping up to LOOSE_FUZZ context code lines at either
+    end (the least that finds it): ({index in hunk -> line index in the file} for its code lines, the fuzz used);
+    None where it stands nowhere, or at more than one place (unlike patch, no nearest guess)"""
+    code = [(j, _code(x)) for j, (tag, x) in enumerate(hunk) if tag != "-" and _code(x)]
+    at = [i for i, k in enumerate(keys) if k]
+    seq = [keys[i] for i in at]
+    changed = [j for j, (tag, _) in enumerate(hunk) if tag != " "]
+    lo, hi = min(changed), max(changed)
+    lead = [c for c in code if c[0] < lo]
+    mid = [c for c in code if lo <= c[0] <= hi]
+    trail = [c for c in code if c[0] > hi]
+    for fuzz in range(LOOSE_FUZZ + 1):
+        key = lead[min(fuzz, len(lead)):] + mid + trail[:max(0, len(trail) - fuzz)]
+        # an anchor of two code lines at least; where the fix only deleted lines (the revert only inserts), one
+        # context line before them at least
+        if len(key) < 2 or (not any(hunk[j][0] == "+" for j, _ in mid) and not any(j < lo for j, _ in key)):
+            break
+        want = [k for _, k in key]
+        first = want[0]
+        hits = [s for s in range(len(seq) - len(want) + 1) if seq[s] == first and seq[s:s + len(want)] == want]
+        if len(hits) > 1:
+            return None
+        if hits:
+            return {j: at[hits[0] + n] for n, (j, _) in enumerate(key)}, fuzz
+    return None
+
+
+def _loose_apply(hunk: list[tuple[str, str]], text: list[str], where: dict[int, int]) -> tuple[int, int, list[str]]:
+    """the hunk reversed where it stands: (first, end, lines) to replace text[first:end] with. Context lines keep the
+    file's own text; the '+' lines go (with the file's blank or comment lines between two of them); the '-' lines
+    come back as the diff has them, at their place among the others."""
+    js = sorted(where)
+    first, last = where[js[0]], where[js[-1]]
+    out, pos, prev_plus = [], first, False   # pos: the next line of the file not yet kept or dropped
+    context_gap = False   # a blank or comment context line of the hunk since its last code line
+    for j, (tag, line) in enumerate(hunk):
+        if j < js[0] or j > js[-1]:
+            continue
+        if tag == "-":
+            if context_gap:   # the file's lines standing for those context lines come first
+                nxt = next((where[k] for k in js if k > j), pos)
+                out.extend(text[pos:nxt])
+                pos, context_gap = max(pos, nxt), False
+            out.append(line)
+            continue
+        if j not in where:
+            context_gap = context_gap or tag == " "
+            continue   # a blank or comment line of the hunk: the file's own stand in its place
+        i = where[j]
+        if not (prev_plus and tag == "+"):
+            out.extend(text[pos:i])
+        pos, context_gap = i + 1, False
+        if tag == " ":
+            out.append(text[i])
+        prev_plus = tag == "+"
+    return first, last + 1, out
+
+
+def loose_revert(diff: str, root: Path, folders: list[str]) -> tuple[bool, str]:
+    """The reverse diff applied hunk by hunk where `patch -R -F3` refuses it (the code was reformatted around the
+    fix since): each hunk's new side is looked for with its lines compared without whitespace and comments, blank and
+    comment-only lines skipped, at the one place it stands, dropping up to LOOSE_FUZZ context lines at either end; a
+    hunk that stands nowhere in its file is looked for in the other modules of the frontend folders (code moved
+    between them) and must stand in exactly one. Every hunk must apply, in files the fix modified (not added or
+    deleted). The lines it restores are the diff's, as they are (with the API renames)."""
+    plan: dict[str, list] = {}
+    texts: dict[str, list[str] | None] = {}
+    keys: dict[str, list[str]] = {}
+    moved = 0
+
+    def lines(rel: str) -> list[str] | None:
+        if rel not in texts:
+            f = root / rel
+            texts[rel] = f.read_text().splitlines(keepends=True) if f.is_file() else None
+            keys[rel] = [_code(x) for x in texts[rel] or []]
+        return texts[rel]
+    for fdiff in re.split(r"(?m)^diff --git ", diff)[1:]:
+        head = fdiff.split("\n@@", 1)[0]
+        if "new file mode" in head or "deleted file mode" in head or "\n+++ b/" not in head:
+            return False, "the fix adds or deletes a file"
+        rel = head.split("\n+++ b/", 1)[1].split("\n", 1)[0].strip()
+        if lines(rel) is None:
+            return False, f"{rel} is not in the installed release"
+        for h in _hunks(fdiff):
+            if not any(tag != " " for tag, _ in h["lines"]):
+                continue
+            found, target = _locate(h["lines"], keys[rel]), rel
+            if found is None:
+                others = []
+                for folder in folders:
+                    for py in sorted((root / folder).glob("*.py")):
+                        o = f"{folder}/{py.name}"
+                        if o != rel and lines(o) is not None:
+                            hit = _locate(h["lines"], keys[o])
+                            if hit is not None:
+                                others.append((o, hit))
+                if len(others) != 1:
+                    return False, (f"a hunk of {Path(rel).name} (line {h['start']}) stands nowhere"
+                                   + (f" or in {len(others)} modules" if others else ""))
+                (target, found), moved = others[0], moved + 1
+            plan.setdefault(target, []).append((h["lines"], found))
+    fuzzed = 0
+    for rel, items in plan.items():
+        text = lines(rel)
+        edits = []
+        for hunk, (where, fuzz) in items:
+            edits.append(_loose_apply(hunk, text, where))
+            fuzzed += fuzz > 0
+        edits.sort(key=lambda e: e[0])
+        for a, b in zip(edits, edits[1:]):
+            if a[1] > b[0]:
+                return False, f"two hunks stand on the same lines of {Path(rel).name}"
+        for first, end, new in reversed(edits):
+            text[first:end] = new
+        (root / rel).write_text("".join(text))
+    n = sum(len(v) for v in plan.values())
+    return True, (f"{n} hunk(s) found with lines compared without whitespace and comments, {fuzzed} with fuzz"
+                  + (f", {moved} in another module of the folder" if moved else ""))
+
+
+def try_revert(proj: dict, gitdir: str, row: dict, files: list[tuple[str, str]],
+               loose: bool = True) -> tuple[bool, str, str]:
+    """(applies, detail, patch against the installed sources): the reverse diff with `patch -R -F3`, else (loose)
+    with loose_revert"""
     pkg = installed_dir(proj["package"])
     paths = [f for _, f in files]
     diff = git(gitdir, "diff", "--no-renames", "--no-color", "-U3", row["parent"], row["commit"], "--", *paths)
@@ -221,10 +382,21 @@ def try_revert(proj: dict, gitdir: str, row: dict, files: list[tuple[str, str]])
             subprocess.run(["git", "-C", str(tmp), *args], check=True, capture_output=True, env=env)
         p = subprocess.run(["patch", "-p1", "-R", "-F3", "--batch", "-N", "--no-backup-if-mismatch",
                             "--reject-file=-", "-d", str(tmp)], input=diff, capture_output=True, text=True)
+        how = ""
         if p.returncode != 0:
             failed = re.findall(r"(\d+) out of (\d+) hunks? (?:FAILED|ignored)", p.stdout)
             msg = "; ".join(f"{a}/{b} hunks fail" for a, b in failed) or p.stdout.strip().splitlines()[-1][:160]
-            return False, f"patch -R -F3: {msg}", ""
+            if not loose:
+                return False, f"patch -R -F3: {msg}", ""
+            # patch leaves the hunks that applied: start again from the installed files
+            subprocess.run(["git", "-C", str(tmp), "checkout", "-q", "--", "."], check=True, capture_output=True,
+                           env=env)
+            subprocess.run(["git", "-C", str(tmp), "clean", "-qfd"], check=True, capture_output=True, env=env)
+            folders = sorted({str(Path(f).parent) for _, f in files}
+                             | {d.rstrip("/") for d in proj["folders"].values() if any(f.startswith(d) for _, f in files)})
+            ok, how = loose_revert(diff, tmp, folders)
+            if not ok:
+                return False, f"patch -R -F3: {msg}; loose: {how}", ""
         for _, f in files:
             t = tmp / f
             if not t.exists():
@@ -248,6 +420,8 @@ def try_revert(proj: dict, gitdir: str, row: dict, files: list[tuple[str, str]])
                                text=True, check=True, env=env).stdout
         if not patch.strip():
             return False, "the reverse diff changes nothing on the installed release", ""
+        if how:
+            return True, f"applies loosely: {how}", patch
         fuzz = len(re.findall(r"with fuzz", p.stdout))
         offs = len(re.findall(r"succeeded at", p.stdout))
         return True, f"applies ({fuzz} hunk(s) with fuzz, {offs} at an offset)", patch
@@ -366,11 +540,32 @@ def _decorated(src: str, node) -> str:
     return "".join(lines[start:node.end_lineno])
 
 
+def _segmenter(src: str):
+    """ast.get_source_segment(src, node) without splitting the source again for every node (it does, and the
+    TESTED_TORCHLIB_OPS of ops_test_data.py has hundreds of entries: quadratic)"""
+    lines = ast._splitlines_no_ff(src)   # noqa: SLF001  (the splitting get_source_segment uses)
+
+    def seg(node) -> str | None:
+        try:
+            if node.end_lineno is None or node.end_col_offset is None:
+                return None
+            first, last = node.lineno - 1, node.end_lineno - 1
+            col, end_col = node.col_offset, node.end_col_offset
+        except AttributeError:
+            return None
+        if first == last:
+            return lines[first].encode()[col:end_col].decode()
+        return "".join([lines[first].encode()[col:].decode(), *lines[first + 1:last],
+                        lines[last].encode()[:end_col].decode()])
+    return seg
+
+
 def _opinfo_entries(src: str | None) -> dict[str, list[str]]:
     from extract_opinfo_tests import root_name
     if not src:
         return {}
     out: dict[str, list[str]] = {}
+    segment = _segmenter(src)
     for n in ast.parse(src).body:
         if isinstance(n, (ast.Assign, ast.AnnAssign)):
             t = n.targets[0] if isinstance(n, ast.Assign) else n.target
@@ -378,7 +573,7 @@ def _opinfo_entries(src: str | None) -> dict[str, list[str]]:
                 for e in n.value.elts:
                     name = root_name(e)
                     if name:
-                        out.setdefault(name, []).append(ast.get_source_segment(src, e))
+                        out.setdefault(name, []).append(segment(e))
     return out
 
 
@@ -388,6 +583,7 @@ def _extra_opinfos(src: str | None) -> dict[str, str]:
         return {}
     tree = ast.parse(src)
     funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    segment = _segmenter(src)
     out = {}
     for n in tree.body:
         if isinstance(n, (ast.Assign, ast.AnnAssign)) and getattr(
@@ -401,7 +597,7 @@ def _extra_opinfos(src: str | None) -> dict[str, str]:
                         if isinstance(sub, ast.Name) and sub.id in funcs and sub.id not in used:
                             used.append(sub.id)
                             todo.append(funcs[sub.id])
-                out[e.args[0].value] = ast.get_source_segment(src, e) + "".join(
+                out[e.args[0].value] = segment(e) + "".join(
                     _decorated(src, funcs[u]) for u in sorted(used))
     return out
 
@@ -644,7 +840,9 @@ def emit(out: Path, args) -> None:
                      "the change reverted (screened as a change of frontend code with its own test; not a fix by "
                      "its subject)") + f": {r['subject']}. On head: "
                     + "; ".join(e.strip().lstrip("E").strip() for e in r["groundtruth"]["head"]["first_error"][:1])),
-            "revert": ("literal: the commit's reverse diff applied with `patch -R -F3`"
+            "revert": (("loose: the commit's reverse diff applied hunk by hunk by screen.py's loose_revert (`patch "
+                        "-R -F3` refuses it)" if r["revert"].startswith("applies loosely") else
+                        "literal: the commit's reverse diff applied with `patch -R -F3`")
                        + (f" after screen.py's API renames for {doc['meta']['project']}" if renames else "")
                        + f": {r['revert']}"),
             "upstream_test": r["upstream_test"],
@@ -691,6 +889,10 @@ def main():
     args = ap.parse_args()
     if args.emit:
         return emit(Path(args.out), args)
+    import importlib.util
+    if importlib.util.find_spec("pyflakes") is None:   # the revert stage's undefined-name check: it would pass more
+        raise SystemExit("screen.py needs pyflakes for the revert stage's undefined-name check: "
+                         ".venv/bin/pip install -c constraints.txt pyflakes")
     os.environ.setdefault("DLCI_CACHE_DIR", str(Path(args.out) / "cache"))
     import groundtruth as gt
     _ORIG_RUN = gt.run_tests

@@ -2,6 +2,7 @@
 
     python benchmarks/regressions/store.py [--upstream DIR] CASE DEST   # write the case's test files into DEST
     python benchmarks/regressions/store.py --stats                      # cases and files recorded
+    python benchmarks/regressions/store.py --record CASE ...            # re-extract with the case's tool, record sha256
 
 The tree keeps no upstream test file. materialise.yaml records, per case with an `upstream_test` in cases.yaml, the
 names (<case>__<module>.py) and sha256 of its test files as the extraction tools write them: screen.py's extract for
@@ -154,6 +155,24 @@ def put(case_id: str, new: dict[str, str]) -> None:
     _FILES.clear()
 
 
+def record(case_id: str) -> dict[str, tuple[str, str]]:
+    """extract the case's test files again with the tool that wrote them (extract()) and record their sha256 (after a
+    change of a tool: its renames, its guards); the names must be the recorded ones. Returns {name: (old, new)}"""
+    case = _cases().get(case_id)
+    if case is None:
+        raise StoreError(f"{case_id}: not a case of cases.yaml")
+    want = recorded(case_id)
+    pins = (materialise.load().get("pins") or {}).get(case["repo"], {})
+    materialise.require([case["repo"]], {case["repo"]: [case["commit"], *pins.values()]})
+    with tempfile.TemporaryDirectory(prefix="store-") as tmp:
+        extract(case, Path(tmp), pins=pins)
+        got = {f.name: f.read_text() for f in sorted(Path(tmp).glob("*.py"))}
+    if want and set(got) != set(want):
+        raise StoreError(f"{case_id}: the tools write {sorted(got)}, materialise.yaml records {sorted(want)}")
+    put(case_id, got)
+    return {name: (want.get(name, ""), sha256(text.encode())) for name, text in got.items()}
+
+
 def stats(doc: dict | None = None) -> dict:
     doc = doc or materialise.load()
     tests = {cid: e.get("tests") or {} for cid, e in doc["cases"].items()}
@@ -165,11 +184,25 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--upstream", help="the upstream cache folder (materialise.py)")
     ap.add_argument("--stats", action="store_true")
+    ap.add_argument("--record", nargs="+", metavar="CASE",
+                    help="extract these cases' test files again with their tool and record the names and sha256")
     ap.add_argument("case", nargs="?")
     ap.add_argument("dest", nargs="?", type=Path)
     args = ap.parse_args()
     if args.stats:
         print(yaml.safe_dump(stats(), sort_keys=False), end="")
+        return
+    if args.record:
+        materialise.set_root(args.upstream)
+        for cid in args.record:
+            try:
+                for name, (old, new) in record(cid).items():
+                    print(f"{name}: sha256 {new[:16]} " + ("unchanged" if old == new else
+                                                             f"recorded (was {old[:16] or 'not recorded'})"))
+            except materialise.UpstreamMissing as e:
+                raise SystemExit(str(e))
+            except StoreError as e:
+                raise SystemExit(f"store.py: {e}")
         return
     if not args.case or not args.dest:
         ap.error("CASE and DEST are required")
