@@ -179,10 +179,15 @@ class DirectedStream:
         """Tests from ``make`` while ``wanted()`` and time is left, until ``since()`` says nothing came of the last
         while (STALL_SECONDS and STALL_MUTANTS) or ``make`` has nothing more ``idle_limit()`` times in a row."""
         idle = 0
+        twin_turn = True
         while wanted() and self._time_left():
-            if self.twins:  # the base's runs first: their verdicts steer what is varied next
+            # the base's runs and the head's tests in turn: the base's verdicts steer what is varied next, and the
+            # head's workers do not wait while the twin worker catches up (the engine looks a few jobs ahead only)
+            if self.twins and twin_turn:
+                twin_turn = False
                 yield self.twins.popleft()
                 continue
+            twin_turn = True
             if self.repairs:
                 yield self.repairs.popleft()
                 continue
@@ -193,6 +198,8 @@ class DirectedStream:
             if made:
                 idle = 0
                 yield from made
+                continue
+            if self.twins:  # nothing to make now: the base's runs go on
                 continue
             idle += 1
             if idle > idle_limit():

@@ -133,7 +133,8 @@ def _directed_lines(pr: dict) -> list[str]:
         lines += ["", "Reached by mutation: " + "; ".join(
             f"{P(goal, 200)} ({C(m, 60)})" for goal, m in list(search["reaching_mutation"].items())[:10]) + "."]
     if d.get("unreached"):
-        lines += ["", "| not reached | condition | closest test | distance | test to complete |", "|---|---|---|---|---|"]
+        lines += ["", f"**Test gap** — {P(len(d['unreached']), 20)} goal(s) neither the tests nor the directed search "
+                  "reached:", "", "| not reached | condition | closest test | distance | test to complete |", "|---|---|---|---|---|"]
         for g in d["unreached"][:40]:
             closest = g.get("closest") or {}
             lines.append(f"| {_where({'file': g['file'], 'line': g['span'][0] if g['kind'] == 'branch' else g['line']}, cell=True)} "

@@ -27,6 +27,7 @@ from typing import Callable
 
 from dlci.campaign import Campaign, Clock, RunOptions, publish, stages
 from dlci.campaign.execution import execute, open_engine
+from dlci.campaign.reproduction import reproducers_owed
 from dlci.config import CONFIG_FILE, Config, ConfigError
 from dlci.findings import is_new
 from dlci.report.document import Report
@@ -76,8 +77,9 @@ def _scan(req: ScanRequest) -> Report:
         tested = test_head(pull, chosen, revisions)       # operators' tests, directed search, fuzz share on head
         findings = None
         try:
-            findings = attribute_on_base(pull, tested, revisions)  # new in the PR, already on base, fixed by it
-            reduce_findings(pull, tested, findings, revisions)     # smallest failing instances
+            with attribution.shared_engines():  # one engine per revision for the re-runs and the reduction
+                findings = attribute_on_base(pull, tested, revisions)  # new in the PR, already on base, fixed by it
+                reduce_findings(pull, tested, findings, revisions)     # smallest failing instances
             return write_report(pull, tested, findings, revisions, broken)  # reproducers, report, since when
         except BaseException:
             # budget, cancellation or an internal error: what was gathered is written before anything else
@@ -447,6 +449,8 @@ def test_head(pull: PullRequest, chosen: Selection, revisions: Revisions) -> Hea
 
 # -- 4. attribution on the base revision -----------------------------------------------------------------------------
 
+BASE_CHECK_SECONDS = 15.0  # a reproducer run alone on base: a fresh interpreter importing the framework and compiler
+
 def attribute_on_base(pull: PullRequest, tested: HeadRun, revisions: Revisions) -> list:
     """Every confirmed finding, unsupported operator and (a few) passing tests of the changed code re-run on the
     base revision: new in the PR or already on base, support removed, fixed by the PR."""
@@ -469,7 +473,10 @@ def attribute_on_base(pull: PullRequest, tested: HeadRun, revisions: Revisions) 
     findings = attribution.fold(findings)
     findings = _without_old_graph_findings(findings, pr)
     _no_environment_failure(campaign, findings)
-    fixed = attribution.fixed_in_pr(campaign, options, base_env, reaching, clock.post(0.6))
+    # what the PR broke is the report's point: the reproducers of its new findings, checked alone on head and on
+    # base, keep their time before the probes for what it fixed start
+    owed = _new_checks_owed(campaign, findings, options, on_head=True)
+    fixed = attribution.fixed_in_pr(campaign, options, base_env, reaching, min(clock.post(0.6), clock.hard - owed))
     stream = getattr(tested.search, "stream", None)
     if stream is not None and stream.fixed:  # the divergence search's pairs that pass here and fail on base
         known = {(f["target"], f["operator"], f["symptom"]) for f in fixed}
@@ -487,6 +494,14 @@ def attribute_on_base(pull: PullRequest, tested: HeadRun, revisions: Revisions) 
     return findings
 
 
+def _new_checks_owed(campaign: Campaign, findings: list, options: RunOptions, on_head: bool) -> float:
+    """Seconds the reproducers of the new findings owe: their checks alone on base (a fresh interpreter each) and,
+    ``on_head``, on head (a warm one)."""
+    new = [campaign.base_signature(f.signature) for f in findings if is_new(f)] if options.check_repros else []
+    head = reproducers_owed(campaign, new, options.workers) if on_head else 0.0
+    return head + BASE_CHECK_SECONDS * -(-len(new) // max(1, options.workers))
+
+
 # -- 5. reduction ----------------------------------------------------------------------------------------------------
 
 def reduce_findings(pull: PullRequest, tested: HeadRun, findings: list, revisions: Revisions) -> None:
@@ -494,8 +509,10 @@ def reduce_findings(pull: PullRequest, tested: HeadRun, findings: list, revision
     findings.sort(key=lambda f: not is_new(f))  # what the PR broke first: reduced and reproduced first
     campaign, options, clock = tested.campaign, pull.options, pull.clock
     if options.reduce and findings and not campaign.interrupted:
-        with open_engine(options, campaign.targets, env=revisions.head_env) as engine:
-            stages.reduce(findings, campaign, engine, options, until=clock.post(0.75), hard_until=clock.hard)
+        with attribution.engine_for(options, campaign.targets, revisions.head_env, "reduce") as engine:
+            # the head's checks are reserved by reduce itself, the base's here
+            stages.reduce(findings, campaign, engine, options, until=clock.post(0.75),
+                          hard_until=clock.hard - _new_checks_owed(campaign, findings, options, on_head=False))
 
 
 # -- 6. the report ---------------------------------------------------------------------------------------------------
@@ -512,8 +529,9 @@ def write_report(pull: PullRequest, tested: HeadRun, findings: list, revisions: 
     pr["head_run"] = head.run_hint(revisions.head_env)
     if revisions.base_env is not None:
         pr["base_run"] = revisions.checkouts["base"].run_hint(revisions.base_env)
-    report = publish(campaign, findings, options, env=revisions.head_env, pr=pr, until=clock.post(0.85),
-                     hard_until=clock.hard)
+    base_owed = _new_checks_owed(campaign, findings, options, on_head=False) if revisions.base_env else 0.0
+    report = publish(campaign, findings, options, env=revisions.head_env, pr=pr,
+                     until=min(clock.post(0.85), clock.hard - base_owed), hard_until=clock.hard - base_owed / 2)
     if broken:
         _add_import_findings(report, broken, pull, revisions)
     if options.check_repros and revisions.base_env is not None:

@@ -5,8 +5,12 @@ The same per-instance attribution compares the installed release of a package wi
 """
 from __future__ import annotations
 
+import json
 import time
+from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Iterator
 from pathlib import Path
 
 from dlci import findings as F
@@ -40,13 +44,45 @@ class Comparison:
 BASE = Comparison()  # PR mode: the base revision
 
 
+# the engines open for the re-runs of one scan, by revision environment (None: each re-run starts its own)
+_SHARED: ContextVar[tuple[ExitStack, dict] | None] = ContextVar("dlci_attribution_engines", default=None)
+
+
+@contextmanager
+def shared_engines() -> Iterator[None]:
+    """While open, the re-runs on one revision (base, head) share one engine: a worker importing TVM takes seconds
+    to start, and a scan re-runs on base five times (findings, support, fixes and their confirmations)."""
+    with ExitStack() as stack:
+        token = _SHARED.set((stack, {}))
+        try:
+            yield
+        finally:
+            _SHARED.reset(token)
+
+
+@contextmanager
+def engine_for(options: RunOptions, targets: dict, env: dict | None, log: str) -> Iterator[object]:
+    """The shared engine of ``env``'s revision (see shared_engines), else a fresh one closed after use."""
+    shared = _SHARED.get()
+    if shared is None:
+        with open_engine(options, targets, env=env, log_dir=Path(options.out) / "logs" / log) as engine:
+            yield engine
+        return
+    stack, engines = shared
+    key = json.dumps(env or {}, sort_keys=True)
+    if key not in engines:
+        engines[key] = stack.enter_context(open_engine(options, targets, env=env,
+                                                       log_dir=Path(options.out) / "logs" / log))
+    yield engines[key]
+
+
 def _run(jobs: list[Job], campaign: Campaign, options: RunOptions, env: dict, log: str,
          deadline: float) -> dict[str, Outcome]:
-    """Run jobs in a fresh engine with ``env``; job id -> outcome (jobs cut by the deadline are missing)."""
+    """Run jobs in an engine with ``env``; job id -> outcome (jobs cut by the deadline are missing)."""
     results: dict[str, Outcome] = {}
     if not jobs:
         return results
-    with open_engine(options, campaign.targets, env=env, log_dir=Path(options.out) / "logs" / log) as engine:
+    with engine_for(options, campaign.targets, env, log) as engine:
         engine.run(jobs, lambda job, r: results.__setitem__(job.id, Outcome.from_dict(r)), deadline=deadline)
     return results
 
