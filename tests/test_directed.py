@@ -252,16 +252,20 @@ def test_a_scan_reaches_a_branch_no_migrated_instance_takes_and_finds_the_bug_th
     pytest.importorskip("tvm")
     import json
     import subprocess
+    from dlci.sources import load
+    # OpInfo harvested before the scan, as a runner's cache holds it: a cold harvest inside the scan's budget leaves
+    # the search its floor share only, and the test is about the search
+    load("opinfo")
     proc = subprocess.run([sys.executable, "-m", "dlci", "scan", "--sample", "tvm-log-softmax-keyword-dim",
-                           "--sources", "opinfo", "--out", str(tmp_path / "out"), "--budget", "150",
+                           "--sources", "opinfo", "--out", str(tmp_path / "out"), "--budget", "240",
                            "--fail-on", "never", "--no-repro-check"], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads((tmp_path / "out" / "findings.json").read_text())
     search = doc["pr"]["directed"]["search"]
     assert search["reached_by_search"] >= 1 and "torch.keywords" in search["reaching_mutation"].values(), search
     new = [f for f in doc["findings"] if f["new_in_pr"] and f["operator"] == "aten::log_softmax"]
-    assert new and "[keywords: dim by name]" in new[0]["origin"]["test"], [
-        (f["operator"], f["new_in_pr"], f["origin"]["test"]) for f in doc["findings"]]
+    assert any("[keywords: dim by name]" in f["origin"]["test"] for f in new), ([
+        (f["operator"], f["new_in_pr"], f["origin"]["test"]) for f in doc["findings"]], search, proc.stderr[-3000:])
 
 
 def test_an_argument_set_away_from_its_default_is_left_to_it():
