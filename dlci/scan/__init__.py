@@ -451,6 +451,7 @@ def test_head(pull: PullRequest, chosen: Selection, revisions: Revisions) -> Hea
 
 BASE_CHECK_SECONDS = 15.0  # a reproducer run alone on base: a fresh interpreter importing the framework and compiler
 
+
 def attribute_on_base(pull: PullRequest, tested: HeadRun, revisions: Revisions) -> list:
     """Every confirmed finding, unsupported operator and (a few) passing tests of the changed code re-run on the
     base revision: new in the PR or already on base, support removed, fixed by the PR."""

@@ -10,8 +10,8 @@ import time
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Iterator
 from pathlib import Path
+from typing import Iterator
 
 from dlci import findings as F
 from dlci.campaign import Campaign, RunOptions
