@@ -33,7 +33,7 @@ def scan(tmp_path, *args) -> tuple[int, dict]:
 
 @pytest.mark.slow
 def test_sample_pr_bug_is_caught_new_in_pr_with_a_reproducer_that_fails_on_head_only(tmp_path):
-    code, doc = scan(tmp_path, "--sample", "tvm-elu-minimum", "--budget", "150", "--limit-per-op", "6",
+    code, doc = scan(tmp_path, "--sample", "tvm-elu-minimum", "--budget", "180", "--limit-per-op", "6",
                      "--fuzz-share", "0")  # the fuzz share has its own test (test_fuzz.py)
     assert code == EXIT_FINDINGS
     news = [f for f in doc["findings"] if f["new_in_pr"]]

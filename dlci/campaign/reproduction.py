@@ -106,9 +106,17 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
 
         def check_test_style(finding: Finding) -> None:
             from dlci.findings.test_style import check_test
-            if finding.test_style_repro and finding.repro_checked is not None and \
-                    (until is None or time.monotonic() < until):
-                finding.test_style_checked = check_test(out / finding.test_style_repro, env=env)
+            if not finding.test_style_repro or finding.repro_checked is None or \
+                    (until is not None and time.monotonic() > until):
+                return
+            # bounded like the standalone checks: what comes after (the base checks of the new findings) keeps its time
+            limit = REPRO_TIMEOUT if hard_until is None else min(REPRO_TIMEOUT, hard_until - time.monotonic())
+            if limit < MIN_CHECK_SECONDS:
+                return
+            t0 = time.monotonic()
+            ok = check_test(out / finding.test_style_repro, env=env, timeout=limit)
+            cut = not ok and limit < REPRO_TIMEOUT and time.monotonic() - t0 >= limit - 1  # the budget, not the test
+            finding.test_style_checked = None if cut else ok
 
         # as many at once as there were workers; a device target's reproducers one at a time, after the others: alone
         # on the device, no other test's memory or timing beside them

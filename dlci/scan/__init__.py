@@ -532,7 +532,7 @@ def write_report(pull: PullRequest, tested: HeadRun, findings: list, revisions: 
         pr["base_run"] = revisions.checkouts["base"].run_hint(revisions.base_env)
     base_owed = _new_checks_owed(campaign, findings, options, on_head=False) if revisions.base_env else 0.0
     report = publish(campaign, findings, options, env=revisions.head_env, pr=pr,
-                     until=min(clock.post(0.85), clock.hard - base_owed), hard_until=clock.hard - base_owed / 2)
+                     until=min(clock.post(0.85), clock.hard - base_owed), hard_until=clock.hard - base_owed)
     if broken:
         _add_import_findings(report, broken, pull, revisions)
     if options.check_repros and revisions.base_env is not None:

@@ -307,6 +307,7 @@ def check_on_base(findings: list[Finding], options: RunOptions, base_env: dict, 
     def on_base(f: Finding) -> None:
         limit = 600.0 if until is None else until - time.monotonic()
         if limit < 10:
+            options.progress(f"reproducer {f.repro} on base: not run (budget)")
             return
         path = (options.out / f.repro).resolve()
         try:
@@ -318,6 +319,7 @@ def check_on_base(findings: list[Finding], options: RunOptions, base_env: dict, 
         path.with_suffix(".base.log").write_text(f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n"
                                                  f"{proc.stderr[-20000:]}")
         f.repro_passes_on_base = proc.returncode == 0 and "REPRODUCED" not in proc.stdout
+        options.progress(f"reproducer {f.repro} on base: {'passes' if f.repro_passes_on_base else 'fails'}")
         if proc.returncode == 1 and "REPRODUCED" in proc.stdout and f.new_in_pr:
             # the base re-run in a worker passed, the reproducer (what a maintainer will run) fails there as it does
             # on the PR: the bug is already on base, and calling it new would fail the PR for it. Another exit
