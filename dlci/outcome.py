@@ -41,6 +41,7 @@ class Outcome:
     # the target's fingerprint of the model it converted (Target.fingerprint; asked in PR scans): two revisions
     # that convert an input to the same model compute the same thing on it
     model_digest: str = ""
+    model_nodes: list = field(default_factory=list)  # the same model node by node (Target.graph_nodes)
     batch: int = 1                # tests that shared this one's convert and compile (dlci.testcase.execute_batch)
     # the first test of its target in its worker: its seconds include the target's one-time start there (the
     # imports and first calls of its libraries), which the scheduler does not charge to the arm (up to a bound)

@@ -315,6 +315,75 @@ def test_divergence_tells_status_outputs_and_graph_apart_and_fingerprints_ignore
     assert onnx_fingerprint(a) != onnx_fingerprint(model(["x", "t", "y", "n1"], op="Sigmoid"))
 
 
+def test_the_nodes_two_revisions_emit_differently_are_named_and_a_new_kind_of_difference_is_told_apart():
+    """aten::pow.Tensor_Scalar before and after onnxscript#2335: an int tensor ** 0.5 as Pow(int64, float) against
+    Cast then Pow(float, float). The nodes that differ are named without value names, and the same difference at
+    another shape is the same kind."""
+    from onnx import TensorProto, helper
+    from dlci.directed import divergence
+    from dlci.outcome import PASS, Outcome
+    from dlci.targets._common import onnx_nodes
+
+    def pow_model(shape, cast: bool, names=("x", "c", "y", "t")):
+        x = helper.make_tensor_value_info(names[0], TensorProto.INT64, shape)
+        out_type = TensorProto.FLOAT if cast else TensorProto.INT64
+        y = helper.make_tensor_value_info(names[2], out_type, shape)
+        c = helper.make_node("Constant", [], [names[1]], value=helper.make_tensor("v", TensorProto.FLOAT, [], [0.5]))
+        nodes = [c]
+        if cast:
+            nodes.append(helper.make_node("Cast", [names[0]], [names[3]], to=TensorProto.FLOAT))
+        nodes.append(helper.make_node("Pow", [names[3] if cast else names[0], names[1]], [names[2]]))
+        return helper.make_model(helper.make_graph(nodes, "g", [x], [y]))
+    head, base = onnx_nodes(pow_model([2, 3], cast=False)), onnx_nodes(pow_model([2, 3], cast=True))
+    assert onnx_nodes(pow_model([2, 3], False, names=("input", "val_1", "out", "val_2"))) == head  # names aside
+    assert "Pow(int64[2,3],float[])->int64[2,3]" in head and "Constant()->float[] {value=float[]=[0.5]}" in head
+
+    def delta(shape):
+        return divergence.node_delta({"status": PASS, "nodes": onnx_nodes(pow_model(shape, False))},
+                                     Outcome("i", "op", "t", status=PASS,
+                                             model_nodes=onnx_nodes(pow_model(shape, True))))
+    only_head, only_base = delta([2, 3])
+    assert only_head == ("Pow(int64[2,3],float[])->int64[2,3]",)
+    assert sorted(only_base) == ["Cast(int64[2,3])->float[2,3] {to=1}", "Pow(float[2,3],float[])->float[2,3]"]
+    assert divergence.delta_kind(delta([2, 3])) == divergence.delta_kind(delta([5]))  # another shape, same kind
+    assert divergence.node_delta({"nodes": head}, Outcome("i", "op", "t", status=PASS, model_nodes=list(head))) == ((), ())
+
+
+def test_relax_modules_are_described_call_by_call_without_variable_names():
+    import torch
+    from tvm.relax.frontend.torch import from_exported_program
+    from dlci.directed import divergence
+    from dlci.targets._common import tvm_nodes
+
+    class Select(torch.nn.Module):
+        def forward(self, x, idx):
+            return torch.nn.functional.elu(x)[:, idx].sum(dim=1, keepdim=True)
+    lines = tvm_nodes(from_exported_program(torch.export.export(Select(), (torch.randn(2, 3), torch.tensor([0, 2])))))
+    assert 'R.take(%, %, axis=1, mode="fast") -> R.Tensor((2, 2), dtype="float32")' in lines
+    assert 'R.sum(%, axis=[1], keepdims=True) -> R.Tensor((2, 1), dtype="float32")' in lines
+    assert not any("lv" in line or "idx" in line for line in lines)
+    assert divergence.delta_kind(((lines[-1],), ())) == divergence.delta_kind(
+        (('R.sum(%, axis=[1], keepdims=True) -> R.Tensor((7, 1), dtype="float32")',), ()))
+
+
+def test_a_zero_in_a_size_list_is_paired_with_an_input_emptied_elsewhere():
+    """onnxscript#2346's class: ONNX Reshape without allowzero reads a 0 in the target shape as "keep the input's
+    dim". torch's view(0, 3) of a (3, 0) tensor is empty; a 0 at the position where the input is empty would hide
+    the difference, so the emptied dim is another one. Each mutant is one eager torch accepts."""
+    from dlci.directed import mutations as M
+    from tests.test_models_targets import torch_fn
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    view = torch_fn("torch.Tensor.view", [x], args=[{"$t": 0}, [4, 3]], kwargs={})
+    made = M.MUTATIONS["torch.zero_in_size"].apply(view, limit=4)
+    assert [(m.call["args"][1], m.inputs[0].shape) for m in made] == [([0, 3], [3, 0]), ([4, 0], [0, 4])]
+    assert all(m.id != view.id and "[zero_in_size:" in m.origin.test for m in made)
+    x = np.arange(24, dtype=np.float32).reshape(2, 12)
+    unflatten = torch_fn("torch.unflatten", [x], args=[{"$t": 0}, 1, [3, 4]], kwargs={})
+    # emptying dim 0 leaves dim 1 at 12, which [0, 4] cannot unflatten: eager torch refuses, no mutant
+    assert [(m.call["args"][2], m.inputs[0].shape) for m in M.MUTATIONS["torch.zero_in_size"].apply(unflatten)] == [
+        ([0, 4], [2, 0])]
+
+
 def test_a_docstring_is_no_changed_statement_and_both_counts_agree():
     """A changed docstring is no goal of the directed search and no statement the coverage counts: one definition
     (dlci.diff.regions.python_statement_spans) serves both."""

@@ -101,7 +101,8 @@ class Campaign:
         if outcome.model_digest or outcome.coverage:
             self.observed[(outcome.instance_id, outcome.target)] = {
                 "status": outcome.status, "signature": self.signature(outcome) if F.is_failure(outcome) else "",
-                "digest": outcome.digest, "model": outcome.model_digest, "symptom": outcome.symptom}
+                "digest": outcome.digest, "model": outcome.model_digest, "nodes": outcome.model_nodes,
+                "symptom": outcome.symptom}
         self.test_seconds += outcome.seconds
         for stage, secs in (outcome.timings or {}).items():
             self.stage_seconds[stage] += secs

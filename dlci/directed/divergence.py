@@ -10,13 +10,19 @@ and compares, in this order:
 - **status**: one revision passes where the other fails or calls the input unsupported;
 - **outputs**: both ran, and the output digests (shapes, dtypes, sums: dlci.outcome.digest) differ;
 - **graph**: the same outputs, but the targets' fingerprints of the converted models differ (Target.fingerprint: the
-  emitted ONNX graph, TVM's imported module): the change acts on this input, computing the same here.
+  emitted ONNX graph, TVM's imported module): the change acts on this input, computing the same here. The nodes that
+  differ (Target.graph_nodes, compared as multisets) say what it made differently; a kind of difference not seen
+  before (shapes aside: the same change at another shape is the same kind) is progress, as a new class of status or
+  output divergence is.
 
 An input that diverges is where the search goes on (its mutants first, the mutation that made it preferred); what
 the reference says of the head's result is the campaign's oracle as for every test. A refactor, by construction,
 diverges nowhere but in graphs. Head passing where base fails (twice, the same way) is what the pull request fixed.
 """
 from __future__ import annotations
+
+import re
+from collections import Counter
 
 from dlci.outcome import INVALID, PASS, UNSUPPORTED, Outcome, same_digest
 
@@ -44,3 +50,18 @@ def compare(head: dict, base: Outcome) -> str | None:
 def fixed(head: dict, base: Outcome) -> bool:
     """The head passes a test its base fails: what the pull request fixed (once the base fails it again)."""
     return head["status"] == PASS and _state(base.status) == "fail"
+
+
+# the shapes in a node's line: ONNX's "float[2,3]", Relax's "R.Tensor((2, 3), ..." and "R.shape([2, 3])"
+_SHAPES = re.compile(r"\[[\d?,\s]*\]|\((\([\d?,\s]*\)|[\d?,\s]+)\)")
+
+
+def node_delta(head: dict, base: Outcome) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The nodes only the head's model has and those only the base's has (Target.graph_nodes lines, as multisets)."""
+    h, b = Counter(head.get("nodes") or ()), Counter(base.model_nodes or ())
+    return tuple(sorted((h - b).elements())), tuple(sorted((b - h).elements()))
+
+
+def delta_kind(delta: tuple[tuple[str, ...], tuple[str, ...]]) -> tuple[frozenset, frozenset]:
+    """A node difference with its shapes left out: the class the search counts as new or not."""
+    return tuple(frozenset(_SHAPES.sub("", line) for line in side) for side in delta)  # type: ignore[return-value]

@@ -411,6 +411,43 @@ def _empty_among(inst: Instance, payload) -> Instance:
                                   arrays=arrays, inputs=inputs))
 
 
+def _size_lists(inst: Instance):
+    """(where, index, input dim): a size list argument (view's size, reshape's shape, unflatten's sizes...) whose
+    entry ``index`` becomes 0 while the first input's dim ``input dim`` is emptied, another position, so that a
+    0 read as "keep the input's dim" (ONNX Reshape without allowzero) gives another shape than torch's empty one."""
+    if not _torch_fn(inst) or not inst.inputs:
+        return
+    shape = inst.inputs[0].shape
+    for _name, v, where in _named_args(inst):
+        if not (isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v)):
+            continue
+        for i, x in enumerate(v):
+            if x in (0, -1):
+                continue
+            for d, n in enumerate(shape):
+                if n > 1 and d != i:
+                    yield where, i, d
+                    break
+
+
+def _zero_in_size(inst: Instance, payload) -> Instance:
+    from dlci.instance.recipe import params_of
+    where, i, d = payload
+    call = inst.call
+    sizes = list(call["args"][int(where[3:])] if where.startswith("arg") else call["kwargs"][where[3:]])
+    sizes = [1 if x == -1 else x for x in sizes]  # -1 cannot be inferred from 0 elements
+    sizes[i] = 0
+    arrays, inputs = dict(inst.arrays), list(inst.inputs)
+    arrays["in:0"] = np.ascontiguousarray(inst.input_arrays()[0].take(range(0), axis=d))
+    inputs[0] = TensorSpec.of(arrays["in:0"])
+    call = _with_value(call, where, sizes)
+    m = _mutant(inst, "zero_in_size", f"input 0 emptied along dim {d}, {sizes} for {where}", call=call,
+                arrays=arrays, inputs=inputs)
+    m.params = params_of(call.get("args", []), call.get("kwargs", {}))
+    m.id = m.compute_id()
+    return _checked_torch(m)
+
+
 def _later_tensor_args(inst: Instance):
     """Positional tensor arguments after the first (the second operand of a binary op)."""
     if not _torch_fn(inst):
@@ -729,6 +766,8 @@ register(Mutation("torch.mask", "torch", ("mask", "where", "bool", "masked", "fi
                   _mask_candidates, _mask))
 register(Mutation("torch.empty_among", "torch", ("cat", "concat", "Concat", "empty", "numel", "size", "== 0",
                                                  "tensors", "for t in"), _tensor_lists, _empty_among))
+register(Mutation("torch.zero_in_size", "torch", ("Reshape", "reshape", "view", "allowzero", "size", "shape", "sizes",
+                                                  "== 0", "numel"), _size_lists, _zero_in_size))
 register(Mutation("torch.python_scalar", "torch", ("scalar", "Scalar", "isinstance", "float", "int", "const",
                                                    "promote", "other"), _later_tensor_args, _as_python_number))
 register(Mutation("torch.keyword", "torch", ("dtype", "keepdim", "kwargs", "None", "default", "if ", "is not None",

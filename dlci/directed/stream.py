@@ -35,6 +35,7 @@ STALL_SECONDS = 25.0
 STALL_MIN = 8.0
 STALL_MUTANTS = 30
 PAIR_REACHERS = 16   # the operators' own tests that reached changed code, run on base too when the second phase starts
+MAX_GRAPH_CHANGES = 5  # kinds of graph difference named in the summary and the report
 # what a mutant that reached changed code and came back unsupported is tried again as: a form that runs (a dtype the
 # target's signature takes, the default of a setting, the entry point's own options)
 REPAIRS = ("torch.dtype_any", "onnx.input_types", "torch.default", "torch.target_option", "onnx.target_option")
@@ -95,6 +96,8 @@ class DirectedStream:
         # (kind, target, the head's signature or "pass", mutation): a divergence of a class not seen before is
         # progress; the same bug showing on one more input is not (the search would never stall on a regression)
         self.divergence_classes: set[tuple] = set()
+        # a kind of graph difference (divergence.delta_kind) -> [inputs showing it, the first delta, its instance]
+        self.graph_changes: dict[tuple, list] = {}
         self.fixed_first: dict[tuple[str, str], object] = {}  # a base failure where head passes, awaiting its second
         self.fixed: dict[tuple, dict] = {}
         self.repairs: deque[Test] = deque()  # mutants of one that reached changed code and came back unsupported
@@ -393,6 +396,15 @@ class DirectedStream:
                 # the revisions compute something different here, in a way not seen before: the search goes on
                 self.found_at = (time.monotonic(), self.stats["mutants"])
             self.divergence_classes.add(cls)
+        delta = divergence.node_delta(head, outcome) if head.get("model") != outcome.model_digest else ((), ())
+        if delta[0] or delta[1]:
+            change = (test.target, divergence.delta_kind(delta))
+            if change not in self.graph_changes:
+                # the change makes other nodes here than anywhere before: a new place where it acts, worth varying
+                self.graph_changes[change] = [0, delta, test.instance.id]
+                if kind == "graph":
+                    self.found_at = (time.monotonic(), self.stats["mutants"])
+            self.graph_changes[change][0] += 1
         if divergence.fixed(head, outcome):
             first = self.fixed_first.get(key)
             if first is None:
@@ -407,11 +419,17 @@ class DirectedStream:
                 entry["instances"].append(test.instance.id)
 
     def divergence_summary(self) -> dict:
+        """Pairs run, divergences per kind and per minute, the mutations that made them, and the kinds of graph
+        difference found (the nodes only head, only base emits; the most frequent first)."""
         minutes = max(1e-9, (time.monotonic() - self.t0) / 60)
         diverged = {k: self.stats[f"diverged_{k}"] for k in divergence.KINDS}
         return {"paired": self.stats["pairs"], "diverged": diverged, "inputs_diverging": len(self.divergent),
                 "per_minute": round(sum(diverged.values()) / minutes, 2),
-                "diverging_mutations": dict(self.diverging.most_common()), "fixed": len(self.fixed)}
+                "diverging_mutations": dict(self.diverging.most_common()), "fixed": len(self.fixed),
+                "graph_changes": [{"target": target, "inputs": n, "head_only": list(delta[0][:8]),
+                                   "base_only": list(delta[1][:8]), "instance": iid}
+                                  for (target, _), (n, delta, iid) in sorted(
+                                      self.graph_changes.items(), key=lambda kv: -kv[1][0])[:MAX_GRAPH_CHANGES]]}
 
     def _ended(self) -> str:
         """Why the search stopped: its second phase's reason if it got there, else its first's."""

@@ -132,6 +132,13 @@ def _directed_lines(pr: dict) -> list[str]:
     if search.get("reaching_mutation"):
         lines += ["", "Reached by mutation: " + "; ".join(
             f"{P(goal, 200)} ({C(m, 60)})" for goal, m in list(search["reaching_mutation"].items())[:10]) + "."]
+    changes = (search.get("divergence") or {}).get("graph_changes") or []
+    if changes:  # where the change acts: the nodes head and base emit differently for the same input
+        lines += ["", "Where head and base convert the same input to different graphs (nodes only one of them has):",
+                  ""]
+        lines += [f"- {C(c['target'], 60)}, {P(c['inputs'], 20)} input(s), e.g. {C(c['instance'], 80)}: head "
+                  + (", ".join(C(x, 120) for x in c["head_only"][:4]) or "nothing more") + "; base "
+                  + (", ".join(C(x, 120) for x in c["base_only"][:4]) or "nothing more") for c in changes]
     if d.get("unreached"):
         lines += ["", f"**Test gap** — {P(len(d['unreached']), 20)} goal(s) neither the tests nor the directed search "
                   "reached:", "", "| not reached | condition | closest test | distance | test to complete |", "|---|---|---|---|---|"]

@@ -138,6 +138,12 @@ class Target:
         equal at two revisions when both converted an input to the same model. None: this target cannot say."""
         return None
 
+    def graph_nodes(self, converted: Any) -> list[str] | None:
+        """What ``convert`` made, one readable line per node and without value names (dlci.targets._common's
+        ``onnx_nodes``, ``tvm_nodes``): where two revisions' fingerprints differ, the lines that differ say what the
+        change made differently. None: this target cannot say."""
+        return None
+
     def is_harness_failure(self, exc: BaseException) -> bool:
         """True when the exception says the environment is incomplete (a library or header dlci's setup failed to
         provide), not that the target is wrong: the test is invalid, never a finding."""

@@ -7,7 +7,7 @@ import numpy as np
 
 from dlci.errors import chain
 from dlci.models.convert import flatten_outputs, np_to_torch
-from dlci.targets._common import onnx_fingerprint
+from dlci.targets._common import onnx_fingerprint, onnx_nodes
 from dlci.targets.base import Target, register
 from dlci.targets.onnxruntime import ORTOnCUDA, ort_run, ort_session, ort_unsupported
 
@@ -112,6 +112,9 @@ class TorchONNX(Target):
 
     def fingerprint(self, converted: Any) -> str | None:
         return onnx_fingerprint(converted)
+
+    def graph_nodes(self, converted: Any) -> list[str] | None:
+        return onnx_nodes(converted)
 
     def compile(self, model: Any) -> Any:
         return ort_session(model)

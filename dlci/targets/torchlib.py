@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from dlci.errors import chain
-from dlci.targets._common import onnx_fingerprint
+from dlci.targets._common import onnx_fingerprint, onnx_nodes
 from dlci.targets.base import Target, register
 from dlci.targets.onnxruntime import ort_run, ort_session, ort_unsupported
 
@@ -166,6 +166,9 @@ class Torchlib(Target):
 
     def fingerprint(self, converted: Any) -> str | None:
         return onnx_fingerprint(converted)
+
+    def graph_nodes(self, converted: Any) -> list[str] | None:
+        return onnx_nodes(converted)
 
     def run(self, sess: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         if not any(o.type.startswith("seq(") for o in sess.get_outputs()):

@@ -8,7 +8,7 @@ import numpy as np
 
 from dlci.errors import chain
 from dlci.models.convert import flatten_outputs
-from dlci.targets._common import NOT_SUPPORTED, raised_in
+from dlci.targets._common import NOT_SUPPORTED, raised_in, tvm_nodes
 from dlci.targets.base import Target, register
 
 
@@ -20,6 +20,9 @@ class _TVM(Target):
     def fingerprint(self, converted: Any) -> str | None:
         import tvm_ffi  # TVM 0.27: structural hashing lives in its FFI package
         return f"{tvm_ffi.structural_hash(converted) & 0xFFFFFFFFFFFFFFFF:016x}"
+
+    def graph_nodes(self, converted: Any) -> list[str] | None:
+        return tvm_nodes(converted)
 
     def is_unsupported(self, exc: BaseException, stage: str) -> bool:
         import tvm.error

@@ -284,8 +284,9 @@ def _target_stages(target, model, inputs, seed: int, out: Outcome, hook, trace_f
                     if fingerprint:
                         try:
                             out.model_digest = target.fingerprint(value) or ""
+                            out.model_nodes = target.graph_nodes(value) or []
                         except Exception:  # noqa: BLE001 - no fingerprint is no comparison, never a failure
-                            out.model_digest = ""
+                            out.model_digest, out.model_nodes = "", []
                 elif stage == "compile":
                     value = target.compile(value)
                     if keep is not None:
