@@ -137,7 +137,7 @@ def test_second_run_updates_the_same_comment(first_scan, tmp_path):
     fake.add_comment(REPO, PR, "<!-- dlci:sticky-comment --> a user quoting our marker", user="octocat")
     fake.clear_log()
     code, log, outputs, _ = run_action(tmp_path, fake, pr_event(first_scan["base"], first_scan["head"]),
-                                       {"token": "ghs_app", "repo-path": str(first_scan["repo"]), "budget": "240",
+                                       {"token": "ghs_app", "repo-path": str(first_scan["repo"]), "budget": "120",
                                         "out": str(tmp_path / "out")})
     assert code == 1, log[-3000:]
     ours = [c for c in fake.comments_on(REPO, PR) if c.user == "github-actions[bot]"]
