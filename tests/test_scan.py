@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -31,34 +30,8 @@ def scan(tmp_path, *args) -> tuple[int, dict]:
     return code, doc
 
 
-@pytest.mark.slow
-def test_sample_pr_bug_is_caught_new_in_pr_with_a_reproducer_that_fails_on_head_only(tmp_path):
-    code, doc = scan(tmp_path, "--sample", "tvm-elu-minimum", "--budget", "180", "--limit-per-op", "6",
-                     "--fuzz-share", "0")  # the fuzz share has its own test (test_fuzz.py)
-    assert code == EXIT_FINDINGS
-    news = [f for f in doc["findings"] if f["new_in_pr"]]
-    assert news, doc["findings"] or doc["stats"]
-    for f in doc["findings"]:
-        assert f["operator"] in ("aten::elu", "nn::ELU") and f["target"].startswith("tvm.from_")
-        if not f["new_in_pr"]:
-            # the directed search's mutants may show TVM 0.27's own ELU bugs (a bfloat16 input through FX):
-            # those fail on the base revision too, and must say so
-            assert f["new_in_pr"] is False and f["base"]["status"] != "pass", f
-            continue
-        assert f["base"]["status"] == "pass"
-        assert f["repro_checked"] is True and f["repro_passes_on_base"] is True
-        assert f["reaches_change"] is True
-    pr = doc["pr"]
-    assert pr["operators"] == ["elu"]
-    assert {t["file"] for t in pr["touched"]} == {"python/tvm/relax/frontend/torch/base_fx_graph_translator.py"}
-    assert pr["coverage"]["reached_statements"] > 0
-    out = tmp_path / "out"
-    assert json.loads((out / "ops.json").read_text())["operators"]
-    report = (out / "report.md").read_text()
-    assert "new in this PR" in report and "base_fx_graph_translator.py" in report
-    # the reproducer is standalone: against the installed TVM (the base code) it passes
-    repro = out / news[0]["repro"]
-    assert subprocess.run([sys.executable, str(repro)], capture_output=True).returncode == 0
+# The sample bug's scan (tvm-elu-minimum: new in the PR, reproducer failing on head only) is checked on the scan the
+# action runs: tests/test_entrypoint.py, test_the_sample_bug_is_new_in_the_pr_with_a_reproducer_that_fails_on_head_only
 
 
 def test_docs_only_pr_has_nothing_to_test(tmp_path):
