@@ -81,11 +81,16 @@ def test_every_case_is_recorded(cases, doc):
         entry = doc["cases"][case["id"]]
         assert HEX40.match(entry["tree"]["base"]) and HEX40.match(entry["tree"]["head"]), case["id"]
         assert entry["sources"] and sorted(f["path"] for f in entry["sources"]) == [f["path"] for f in entry["sources"]]
-        for f in entry["sources"]:
+        assert not entry.get("base_sources") or case["revert"].startswith("transplant:"), case["id"]
+        for f in entry["sources"] + entry.get("base_sources", []):
             assert f["path"].startswith(build.LAYOUT[build.package_of(case)][0] + "/")
-            assert HEX64.match(f["installed"]) and HEX64.match(f["result"]) and f["edits"]
+            moved = "base_sources" in entry   # a transplant: a file of the upstream package may be absent on a side
+            if moved and (f["installed"] is None or f["result"] is None):
+                assert f["installed"] is not None or f["result"] is not None, f
+            else:
+                assert HEX64.match(f["installed"]) and HEX64.match(f["result"]) and f["edits"]
             end = 0
-            for e in f["edits"]:
+            for e in f.get("edits", []):
                 a, b = e["lines"]
                 assert end < a and a - 1 <= b, (case["id"], f["path"], e["lines"])   # in order, apart, valid
                 end = b
@@ -185,6 +190,58 @@ def test_edits_round_trip_through_a_small_upstream_repository(tmp_path, monkeypa
     assert not _git(repo, "status", "--porcelain")
     materialise.set_root(None)
 
+
+
+def test_a_transplant_takes_the_frontend_package_whole_at_the_fix_and_its_parent(tmp_path, monkeypatch):
+    """Where a fix's reverse diff does not apply to the release, the screen takes the touched frontend package whole
+    (here TVM's onnx/ folder): at the fix commit for the base, at its parent for the head (the renames applied),
+    over the release's other modules. Head and base then differ by exactly the fix; both sides are recorded as edits
+    of the installed files and rebuilt byte for byte."""
+    import screen
+    folder = "python/tvm/relax/frontend/onnx/"
+    path = folder + "onnx_frontend.py"
+    installed = build.source_path("tvm", path).read_text()
+    lines = materialise.lines_of(installed)
+    # upstream, in the old API: the fix changes one line; neither side is the installed file
+    fixed = lines[:4] + ["x = y.struct_info  # the fixed line\n"] + lines[4:-3]
+    broken = lines[:4] + ["x = y.struct_info + 1  # the line before the fix\n"] + lines[4:-3]
+    up = tmp_path / "work"
+    (up / folder).mkdir(parents=True)
+    _git(up, "init", "-q", "-b", "main")
+    (up / folder / "__init__.py").write_bytes(build.source_path("tvm", folder + "__init__.py").read_bytes())
+    for text, msg in ((broken, "parent"), (fixed, "fix")):
+        (up / path).write_text("".join(text))
+        _git(up, "add", "-A")
+        _git(up, "commit", "-q", "-m", msg)
+    fix, parent = _git(up, "rev-parse", "HEAD"), _git(up, "rev-parse", "HEAD^")
+    cache = tmp_path / "cache"
+    subprocess.run(["git", "clone", "-q", "--bare", str(up), str(cache / "apache+tvm.git")], check=True)
+    monkeypatch.setenv("DLCI_UPSTREAM", str(cache))
+    materialise.set_root(None)
+    proj = screen.PROJECTS["tvm"]
+    ok, how, base_patch, head_patch = screen.transplant(proj, str(cache / "apache+tvm.git"),
+                                                        {"commit": fix, "parent": parent}, [("M", path)])
+    assert ok and folder in how, how
+    (tmp_path / "c.base.diff").write_text(base_patch)
+    (tmp_path / "c.diff").write_text(head_patch)
+    assert "+x = y.ty + 1" in head_patch and "-x = y.ty  #" in head_patch   # the fix, reversed, renamed
+    case = {"id": "c", "kind": "regression", "repo": "apache/tvm", "commit": fix, "title": "t",
+            "url": "https://example.invalid/t"}
+    repo, base, head = build.build(screen.candidate(case, tmp_path), tmp_path / "repo")
+    want_base = screen.rename_text("".join(fixed), proj["renames"], path)
+    want_head = screen.rename_text("".join(broken), proj["renames"], path)
+    assert _git(repo, "show", f"{base}:{path}") + "\n" == want_base
+    assert _git(repo, "show", f"{head}:{path}") + "\n" == want_head
+    assert build._differs_from_installed(repo, base, "tvm") == [path]   # the package's other module as installed
+    # recorded as edits of the installed file (upstream lines at the fix and its parent), rebuilt the same
+    renames = [(pat, repl) for pat, repl, _ in proj["renames"]]
+    entry = {"sources": [materialise.record_file("apache/tvm", fix, path, installed, want_head, renames)],
+             "base_sources": [materialise.record_file("apache/tvm", fix, path, installed, want_base, renames)]}
+    assert all(materialise.literal_lines(f["edits"]) == 0 for k in entry for f in entry[k])
+    repo2, base2, head2 = build.build(case, tmp_path / "repo2", entry=entry)
+    for a, b in ((base, base2), (head, head2)):
+        assert _git(repo, "rev-parse", f"{a}^{{tree}}") == _git(repo2, "rev-parse", f"{b}^{{tree}}")
+    materialise.set_root(None)
 
 def test_the_edit_language_checks_its_inputs():
     base = materialise.lines_of("a\nb\x0cc\nd\n")   # split on '\n' only

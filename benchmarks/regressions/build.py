@@ -7,7 +7,9 @@ the checkout's python/ over the installed native library; onnxscript: onnxscript
 files materialised from materialise.yaml (the installed file's lines, upstream lines read from the upstream cache at
 pinned commits, a few literal lines; see materialise.py): a regression's head is the sources with those files (the
 upstream fix reverted), base the sources as installed; a refactor's base is the sources with those files (the refactor
-reverted), head the sources as installed, so the pull request applies the real refactor. Every materialised file is
+reverted), head the sources as installed, so the pull request applies the real refactor. A transplanted regression
+(screen.py's transplant, where the revert does not apply to the release) has both sides edited: its base the touched
+files at the fix commit (materialise.yaml's base_sources), its head the same files at the fix's parent. Every materialised file is
 checked against its recorded sha256 and the base and head trees against their recorded git tree ids; anything else
 raises BuildError (the case is then reported as skipped with that reason). Without the upstream cache the entry points
 exit saying how to get it (materialise.py fetch).
@@ -88,13 +90,8 @@ def _git(repo: Path, *args: str, input: str | None = None) -> str:
 
 
 def _copy_sources(dest: Path, package: str) -> None:
-    src = installed_package(package)
-    pattern = "*.py" if package == "tvm" else "*"   # TVM: the Python sources only (the native library is shared)
-    for path in src.rglob(pattern):
-        rel = path.relative_to(src)
-        if "__pycache__" in rel.parts or not path.is_file():
-            continue
-        target = dest / LAYOUT[package][0] / rel
+    for rel, path in _installed_files(package).items():
+        target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
 
@@ -107,15 +104,18 @@ def source_path(package: str, path: str) -> Path:
     return installed_package(package) / path[len(prefix):]
 
 
-def materialised_files(case: dict, entry: dict | None = None) -> dict[str, str | None]:
-    """{repository path: text (None: absent)} of the case's edited files (head of a regression, base of a refactor),
-    each checked against materialise.yaml's sha256"""
+def materialised_files(case: dict, entry: dict | None = None, side: str = "sources") -> dict[str, str | None]:
+    """{repository path: text (None: absent)} of the case's edited files, each checked against materialise.yaml's
+    sha256: side "sources", the head of a regression or the base of a refactor; "base_sources", the base of a
+    transplanted regression (the touched files at the fix commit; screen.py's transplant)"""
     entry = entry if entry is not None else materialise.load()["cases"].get(case["id"])
-    if not entry or not entry.get("sources"):
-        raise BuildError(f"{case['id']}: no sources in materialise.yaml")
+    if side == "base_sources" and entry and not entry.get(side):
+        return {}
+    if not entry or not entry.get(side):
+        raise BuildError(f"{case['id']}: no {side} in materialise.yaml")
     package = package_of(case)
     out = {}
-    for f in entry["sources"]:
+    for f in entry[side]:
         src = source_path(package, f["path"])
         installed = src.read_bytes().decode() if src.is_file() else None
         try:
@@ -147,6 +147,7 @@ def build(case: dict, dest: Path, entry: dict | None = None, check_trees: bool =
     if not case.get("patch"):
         entry = entry if entry is not None else materialise.load()["cases"].get(case["id"])
         files = materialised_files(case, entry)   # before touching dest: a missing cache leaves nothing behind
+        base_files = materialised_files(case, entry, "base_sources")
     dest = Path(dest)
     if dest.exists():
         shutil.rmtree(dest)
@@ -162,8 +163,12 @@ def build(case: dict, dest: Path, entry: dict | None = None, check_trees: bool =
         if refactor:   # the state before the refactor
             _git(dest, "apply", "--check", "-", input=patch)
             _git(dest, "apply", "-", input=patch)
+        elif case.get("base_patch"):   # a transplant: the touched files at the fix commit
+            _git(dest, "apply", "-", input=Path(case["base_patch"]).read_text())
     elif refactor:
         _write(dest, files)
+    else:
+        _write(dest, base_files)   # a transplant's base ({} for a revert: the installed files are its base)
     _git(dest, "add", "-A")
     _git(dest, "commit", "-q", "-m", "base")
     base = _git(dest, "rev-parse", "HEAD")
@@ -208,16 +213,31 @@ def record(case_id: str, repo: Path) -> dict:
     base, head = "main", f"pr/{case_id}"
     side = base if case["kind"] == "refactor" else head
     changed = _git(repo, "diff", "--name-only", "--no-renames", base, head).split()
-    entry = {"sources": []}
-    for path in changed:
-        src = source_path(package, path)
-        installed = src.read_bytes().decode() if src.is_file() else None
+
+    def at(rev, path):
         try:
-            target = _git_bytes(repo, "show", f"{side}:{path}").decode()
+            return _git_bytes(repo, "show", f"{rev}:{path}").decode()
         except BuildError:
-            target = None
-        entry["sources"].append(materialise.record_file(case["repo"], case["commit"], path, installed, target,
-                                                        renames, proj.get("path_renames")))
+            return None
+
+    def installed(path):
+        src = source_path(package, path)
+        return src.read_bytes().decode() if src.is_file() else None
+    entry = {"sources": [materialise.record_file(case["repo"], case["commit"], path, installed(path), at(side, path),
+                                                 renames, proj.get("path_renames")) for path in changed]}
+    moved = _differs_from_installed(repo, base, package) if case["kind"] == "regression" else []
+    if moved:   # a transplant: its base is the upstream package at the fix commit, its head at the fix's parent
+        parent = materialise.rev_parse(case["repo"], f"{case['commit']}^")
+
+        def whole(path, rev):
+            target = at(base if rev == case["commit"] else head, path)
+            olds = [o + path[len(n):] for o, n in (proj.get("path_renames") or {}).items() if path.startswith(n)]
+            return (target is not None and materialise.record_whole(case["repo"], rev, [path, *olds], path,
+                                                                    installed(path), target, renames)) or \
+                materialise.record_file(case["repo"], case["commit"], path, installed(path), target, renames,
+                                        proj.get("path_renames"))
+        entry["sources"] = [whole(path, parent) for path in changed]
+        entry["base_sources"] = [whole(path, case["commit"]) for path in moved]
     want = {"base": _git(repo, "rev-parse", f"{base}^{{tree}}"), "head": _git(repo, "rev-parse", f"{head}^{{tree}}")}
     import tempfile
     with tempfile.TemporaryDirectory(prefix="record-") as tmp:
@@ -234,6 +254,34 @@ def record(case_id: str, repo: Path) -> dict:
     materialise.save(doc)
     return entry
 
+
+
+def _installed_files(package: str) -> dict[str, Path]:
+    """{repository path: installed file} of the files _copy_sources lays out"""
+    src = installed_package(package)
+    pattern = "*.py" if package == "tvm" else "*"   # TVM: the Python sources only (the native library is shared)
+    return {str(Path(LAYOUT[package][0]) / path.relative_to(src)): path for path in src.rglob(pattern)
+            if path.is_file() and "__pycache__" not in path.relative_to(src).parts}
+
+
+def _differs_from_installed(repo: Path, rev: str, package: str) -> list[str]:
+    """the paths under the package's layout where rev differs from the installed release (added, changed, absent)"""
+    import hashlib
+    prefix = LAYOUT[package][0] + "/"
+    tree = {}
+    for line in _git(repo, "ls-tree", "-r", rev, "--", prefix).splitlines():
+        meta, path = line.split("\t", 1)
+        tree[path] = meta.split()[2]
+    have = _installed_files(package)
+    out = []
+    for path in sorted(set(tree) | set(have)):
+        if path not in have or path not in tree:
+            out.append(path)
+            continue
+        data = have[path].read_bytes()
+        if hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() != tree[path]:
+            out.append(path)
+    return out
 
 def _git_bytes(repo: Path, *args: str) -> bytes:
     proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True)

@@ -68,11 +68,15 @@ def cache_key(case: dict) -> str:
     h = hashlib.sha256(f"v{VERSION}".encode())
     if case.get("patch"):   # a screen.py candidate
         h.update(Path(case["patch"]).read_bytes())
+        if case.get("base_patch"):   # a transplant's base
+            h.update(b"base:" + Path(case["base_patch"]).read_bytes())
     else:
         entry = materialise.load()["cases"].get(case["id"]) or {}
-        h.update(json.dumps({"tree": entry.get("tree"), "sources": [[f["path"], f["installed"], f["result"]]
-                                                                    for f in entry.get("sources", [])]},
-                            sort_keys=True).encode())
+        key = {"tree": entry.get("tree"), "sources": [[f["path"], f["installed"], f["result"]]
+                                                      for f in entry.get("sources", [])]}
+        if entry.get("base_sources"):   # a transplant (old keys unchanged for the other cases)
+            key["base_sources"] = [[f["path"], f["installed"], f["result"]] for f in entry["base_sources"]]
+        h.update(json.dumps(key, sort_keys=True).encode())
     for name, digest in test_digests(case):
         h.update(f"{name}={digest}".encode())
     for f in (store.UPSTREAM / "_torch_numeric.py", Path(__file__)):

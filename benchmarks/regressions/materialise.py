@@ -113,6 +113,15 @@ def git_dir(repo: str) -> Path:
     return d
 
 
+def rev_parse(repo: str, rev: str) -> str:
+    """the commit id rev names in the cached clone of repo (a transplant's head: the fix commit's parent)"""
+    p = subprocess.run(["git", "--git-dir", str(git_dir(repo)), "rev-parse", "--verify", f"{rev}^{{commit}}"],
+                       capture_output=True, text=True)
+    if p.returncode:
+        raise missing(f"{repo} at {rev}")
+    return p.stdout.strip()
+
+
 def has_commit(repo: str, rev: str) -> bool:
     return subprocess.run(["git", "--git-dir", str(git_dir(repo)), "cat-file", "-e", f"{rev}^{{commit}}"],
                           capture_output=True).returncode == 0
@@ -247,7 +256,7 @@ def _styled(doc: dict) -> dict:
         for key, val in entry.items():
             if key == "tree":
                 val = _Flow(val)
-            elif key == "sources":
+            elif key in ("sources", "base_sources"):
                 val = [{**f, **({"edits": [
                     {"lines": _FlowList(e["lines"]),
                      **({"new": [s if "text" in s else _Flow(s) for s in e["new"]]} if e.get("new") else {}),
@@ -272,7 +281,7 @@ def pinned_revs(doc: dict | None = None) -> dict[str, list[str]]:
         out.setdefault(case["repo"], set()).add(case["commit"])
     for cid, entry in doc["cases"].items():
         repo = cases[cid]["repo"] if cid in cases else None
-        for f in entry.get("sources", []):
+        for f in entry.get("sources", []) + entry.get("base_sources", []):
             for e in f.get("edits", []):
                 for s in e.get("new", []):
                     if "rev" in s:
@@ -514,6 +523,31 @@ def record_file(repo: str, commit: str, path: str, installed: str | None, target
         entry["edits"] = first
     return entry
 
+
+
+def record_whole(repo: str, rev: str, upstream_paths: list[str], path: str, installed: str | None, target: str,
+                 renames) -> dict | None:
+    """the entry of a file that is an upstream file whole (a transplant's side): one edit that replaces every
+    installed line by the upstream file's lines at rev, with the renames where they are needed; None when no path of
+    upstream_paths gives target. Much shorter than record_file's line-by-line description of a file that shares
+    little with the installed one."""
+    gd = str(git_dir(repo))
+    n = len(lines_of(installed or ""))
+    for upath in upstream_paths:
+        data = _show(gd, rev, upath)
+        if data is None:
+            continue
+        m = len(lines_of(data.decode()))
+        for sub in ([], [list(r) for r in renames]):
+            seg = {"rev": rev, "path": upath, "lines": [1, m], **({"sub": sub} if sub else {})}
+            entry = {"path": path, "installed": sha256(installed) if installed is not None else None,
+                     "result": sha256(target), "edits": [{"lines": [1, n], **({"new": [seg]} if m else {})}]}
+            try:
+                if materialise_file(entry, installed, repo) == target:
+                    return entry
+            except MaterialiseError:
+                continue
+    return None
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -14,6 +14,10 @@ and the first one a commit fails is the column that stopped it:
                          its text (the API renames between the fix's code and the installed release), does not apply
                          to the installed release with `patch -R -F3` (every hunk must apply), or the reverted
                          module does not compile, or it names a global the installed module does not define (pyflakes)
+                         ... unless the transplant applies: the touched frontend package whole (torchlib; TVM:
+                         the touched frontend folders), at the fix commit (base) and at its parent (head), with
+                         RENAMES, over the installed release's other modules; both must compile. The fix's own
+                         test then decides, as for a revert, whether that pair is a case (transplant())
   no_own_test            the commit adds or changes no test (test functions of its test files whose source, with
                          decorators and the module-level assignments and classes it names, differs from the parent's; for onnxscript also the TorchLibOpInfo entries of ops_test_data.py it
                          adds or changes and the entries over the OpInfos of extra_opinfo.py whose definition or
@@ -94,6 +98,9 @@ PROJECTS = {
         # the tests were onnxscript/tests/ until 2024-04-05 (#1346), imported as onnxscript.tests
         "test_renames": {"onnxscript/tests/": "tests/"},
         "src_prefix": "onnxscript/",
+        # a transplant takes torchlib whole: its ops modules import tensor_typing, registration and common of their
+        # time
+        "transplant_root": ["onnxscript/function_libs/torch_lib/"],
         "tests": r"^tests/.*(/test_[^/]*|_test|_tests)\.py$",
         "numeric": {},
         "renames": [],
@@ -429,6 +436,74 @@ def try_revert(proj: dict, gitdir: str, row: dict, files: list[tuple[str, str]],
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+
+def rename_text(text: str, renames, path: str) -> str:
+    """RENAMES applied to a whole file's text (rename_diff's substitutions, for a file that is not a diff)"""
+    for pat, repl, where in renames:
+        if where is None or path.startswith(where):
+            text = re.sub(pat, repl, text)
+    return text
+
+
+def transplant(proj: dict, gitdir: str, row: dict, files: list[tuple[str, str]]) -> tuple[bool, str, str, str]:
+    """(ok, detail, base patch, head patch): where the reverse diff does not apply to the installed release, the
+    frontend package the fix touches taken whole (its .py files; the project's `transplant_root`, else the touched
+    frontend folders), at the fix commit for the base and at its parent for the head (RENAMES applied), over the
+    installed release's other modules. A module of the fix's time imports its siblings of that time (helpers and
+    type names move between releases), hence the package rather than the touched files alone. The base patch turns
+    the installed files into the base, the head patch the base into the head: head and base differ by exactly the
+    fix. Whether that package works with the release's other modules is for the fix's own test to say (ground truth:
+    it must pass on the base and fail on the head)."""
+    from build import _installed_files
+    roots = proj.get("transplant_root") or sorted({d for d in proj["folders"].values()
+                                                   if any(renamed_path(proj, f).startswith(d) for _, f in files)})
+    old_roots = [o + r[len(n):] for r in roots for o, n in proj.get("path_renames", {}).items() if r.startswith(n)]
+    tmp = Path(tempfile.mkdtemp(prefix="screen-tp-"))
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "s", "GIT_AUTHOR_EMAIL": "s@x",
+           "GIT_COMMITTER_NAME": "s", "GIT_COMMITTER_EMAIL": "s@x"}
+
+    def g(*args):
+        return subprocess.run(["git", "-C", str(tmp), *args], check=True, capture_output=True, text=True,
+                              env=env).stdout
+
+    def ours(path: str) -> bool:
+        return path.endswith(".py") and any(path.startswith(r) for r in roots)
+    try:
+        for rel, path in _installed_files(proj["package"]).items():
+            if ours(rel):
+                (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, tmp / rel)
+        g("init", "-q")
+        g("add", "-A")
+        g("commit", "-q", "--allow-empty", "-m", "installed")
+        patches, count = {}, 0
+        for side, rev in (("base", row["commit"]), ("head", row["parent"])):
+            for f in tmp.rglob("*.py"):
+                if ours(str(f.relative_to(tmp))):
+                    f.unlink()
+            listed = git(gitdir, "ls-tree", "-r", "--name-only", rev, "--", *roots, *old_roots).split()
+            for upstream in listed:
+                f = renamed_path(proj, upstream)
+                if not ours(f):
+                    continue
+                text = rename_text(show(gitdir, rev, upstream) or "", proj["renames"], f)
+                try:
+                    compile(text, f"{side}:{f}", "exec")
+                except SyntaxError as e:
+                    return False, f"{Path(f).name} at the {side} does not compile (line {e.lineno}: {e.msg})", "", ""
+                (tmp / f).parent.mkdir(parents=True, exist_ok=True)
+                (tmp / f).write_text(text)
+            g("add", "-A")
+            patches[side] = g("diff", "--cached", "--no-color")
+            count = count or len(g("diff", "--cached", "--name-only").split())
+            g("commit", "-q", "--allow-empty", "-m", side)
+        if not patches["head"].strip():
+            return False, "the fix changes nothing in the transplanted package", "", ""
+        return True, (f"{', '.join(roots)} whole at the fix commit and its parent ({count} file(s) differ from the "
+                      "release on the base)"), patches["base"], patches["head"]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
 def _members(text: str) -> tuple[set[str], set[str]]:
     """(names used as self.X / cls.X, names defined: methods, class attributes, self.X = ...)"""
     tree = ast.parse(text)
@@ -719,8 +794,14 @@ def ground_truth(case: dict, cand: Path, timeout: float) -> dict:
     gt.UPSTREAM = cand
     gt.run_tests = functools.partial(_ORIG_RUN, timeout=timeout)
     with tempfile.TemporaryDirectory(prefix="screen-gt-") as tmp:
-        repo, base, head = build({**case, "patch": str(cand / f"{case['id']}.diff")}, Path(tmp) / "repo")
-        return gt.check({**case, "patch": str(cand / f"{case['id']}.diff")}, repo, base, head)
+        repo, base, head = build(candidate(case, cand), Path(tmp) / "repo")
+        return gt.check(candidate(case, cand), repo, base, head)
+
+
+def candidate(case: dict, cand: Path) -> dict:
+    """the case with its candidate's patches (the head's; a transplant's base patch too) for build.build"""
+    base = cand / f"{case['id']}.base.diff"
+    return {**case, "patch": str(cand / f"{case['id']}.diff"), **({"base_patch": str(base)} if base.is_file() else {})}
 
 
 def case_id(row: dict, folder_key: str, taken: set[str]) -> str:
@@ -738,9 +819,10 @@ def case_id(row: dict, folder_key: str, taken: set[str]) -> str:
 _ORIG_RUN = None
 
 
-def operators(proj: dict, patch: str) -> list[str]:
-    """the operators a case's patch touches, read mechanically from the installed sources: ONNX converter classes,
-    torch converter-map keys / converter methods, torchlib @torch_op registrations around the changed lines"""
+def operators(proj: dict, patch: str, root: Path | None = None) -> list[str]:
+    """the operators a case's patch touches, read mechanically from the sources the patch applies to (the installed
+    release; root: a checkout of the base, for a transplant): ONNX converter classes, torch converter-map keys /
+    converter methods, torchlib @torch_op registrations around the changed lines"""
     pkg = installed_dir(proj["package"])
     ops: list[str] = []
 
@@ -749,7 +831,7 @@ def operators(proj: dict, patch: str) -> list[str]:
             ops.append(o)
     for fdiff in re.split(r"(?m)^diff --git ", patch)[1:]:
         path = fdiff.split(" b/", 1)[1].split("\n", 1)[0].strip()
-        src = pkg / path[len(proj["src_prefix"]):]
+        src = root / path if root is not None else pkg / path[len(proj["src_prefix"]):]
         if not src.is_file():
             continue
         text = src.read_text()
@@ -820,6 +902,16 @@ def emit(out: Path, args) -> None:
         cand = out / "cand" / r["id"]
         patch = (cand / f"{r['id']}.diff").read_text()
         files = re.findall(r"(?m)^diff --git a/(\S+) ", patch)
+        moved = r["revert"].startswith("transplant")
+        with tempfile.TemporaryDirectory(prefix="emit-ops-") as tmp:
+            root = None
+            if moved:   # the operators are read from the base the head patch applies to
+                root, _, _ = build.build(candidate({"id": r["id"], "kind": "regression", "repo": proj["repo"],
+                                                    "title": r["subject"], "url": r["url"],
+                                                    **({"package": proj["package"]} if proj["package"] != "tvm"
+                                                       else {})}, cand), Path(tmp) / "repo")
+                subprocess.run(["git", "-C", str(root), "checkout", "-q", "main"], check=True)
+            ops = operators(proj, patch, root)
         renames = [f"{a} -> {b}" for a, b, _ in (tuple(x) for x in doc["meta"]["renames"])]
         adapt = []
         for item in r["upstream_test"]:
@@ -835,16 +927,17 @@ def emit(out: Path, args) -> None:
             "id": r["id"], "kind": "regression",
             **({"package": proj["package"]} if proj["package"] != "tvm" else {}),
             "repo": proj["repo"], "commit": r["commit"], "url": r["url"], "merged": r["merged"],
-            "title": r["subject"], "files": files, "operators": operators(proj, patch) or ["(none found)"],
+            "title": r["subject"], "files": files, "operators": ops or ["(none found)"],
             "bug": (("the fix reverted" if "subject" in r["rule"] else
                      "the change reverted (screened as a change of frontend code with its own test; not a fix by "
                      "its subject)") + f": {r['subject']}. On head: "
                     + "; ".join(e.strip().lstrip("E").strip() for e in r["groundtruth"]["head"]["first_error"][:1])),
-            "revert": (("loose: the commit's reverse diff applied hunk by hunk by screen.py's loose_revert (`patch "
+            "revert": ((r["revert"] if moved else
+                        "loose: the commit's reverse diff applied hunk by hunk by screen.py's loose_revert (`patch "
                         "-R -F3` refuses it)" if r["revert"].startswith("applies loosely") else
                         "literal: the commit's reverse diff applied with `patch -R -F3`")
                        + (f" after screen.py's API renames for {doc['meta']['project']}" if renames else "")
-                       + f": {r['revert']}"),
+                       + ("" if moved else f": {r['revert']}")),
             "upstream_test": r["upstream_test"],
             **({"test_adaptation": "; ".join(adapt)} if adapt else {}),
             "screen": {"rule": r["rule"], "window": f"[{doc['meta']['since']}, {doc['meta']['until']})",
@@ -858,11 +951,12 @@ def emit(out: Path, args) -> None:
         cases_path.write_text(text[:i + 1] + "".join(blocks) + text[i + 1:])
     for case, cand in added:   # now that cases.yaml names them
         with tempfile.TemporaryDirectory(prefix="emit-") as tmp:
-            repo, _, _ = build.build({**case, "patch": str(cand / f"{case['id']}.diff")}, Path(tmp) / "repo")
+            repo, _, _ = build.build(candidate(case, cand), Path(tmp) / "repo")
             entry = build.record(case["id"], repo)
         stem = case["id"].replace("-", "_")
         store.put(case["id"], {f.name: f.read_text() for f in sorted(cand.glob(f"{stem}__*.py"))})
-        lit = sum(materialise.literal_lines(f.get("edits", [])) for f in entry["sources"])
+        lit = sum(materialise.literal_lines(f.get("edits", [])) for k in ("base_sources", "sources")
+                  for f in entry.get(k, []))
         print(f"added {case['id']}: {len(entry['sources'])} file(s) recorded as edits ({lit} literal line(s)), "
               f"{len(store.recorded(case['id']))} test file(s)", file=sys.stderr)
 
@@ -930,9 +1024,13 @@ def main():
             row.update(stage="no_frontend_change", detail="")
             continue
         ok, detail, patch = try_revert(proj, args.git_dir, row, front)
+        base_patch = ""
         if not ok:
-            row.update(stage="revert_does_not_apply", detail=detail)
-            continue
+            moved, how, base_patch, patch = transplant(proj, args.git_dir, row, front)
+            if not moved:
+                row.update(stage="revert_does_not_apply", detail=f"{detail}; transplant: {how}")
+                continue
+            detail = f"transplant: {how} (the reverse diff: {detail})"
         row["revert"] = detail
         row["id"] = row["in_corpus"] or case_id(row, row["frontends"][0], taken)
         cand = out / "cand" / row["id"]
@@ -940,6 +1038,8 @@ def main():
             shutil.rmtree(cand)
         cand.mkdir(parents=True)
         (cand / f"{row['id']}.diff").write_text(patch)
+        if base_patch:
+            (cand / f"{row['id']}.base.diff").write_text(base_patch)
         if args.stage == "revert":
             row.update(stage="(revert applies; not screened further)", detail=detail)
             continue

@@ -54,8 +54,9 @@ def verify_case(case: dict, doc: dict, do_build: bool = True) -> tuple[str, list
         with tempfile.TemporaryDirectory(prefix="verify-") as tmp:
             try:
                 build.build(case, Path(tmp) / "repo", entry=entry)
-                lit = sum(materialise.literal_lines(f.get("edits", [])) for f in entry["sources"])
-                rows.append(f"sources  {len(entry['sources'])} file(s) sha256 OK, trees base "
+                sides = entry["sources"] + entry.get("base_sources", [])   # base_sources: a transplant's base
+                lit = sum(materialise.literal_lines(f.get("edits", [])) for f in sides)
+                rows.append(f"sources  {len(sides)} file(s) sha256 OK, trees base "
                             f"{entry['tree']['base'][:12]} head {entry['tree']['head'][:12]} OK"
                             + (f" ({lit} literal line(s))" if lit else ""))
             except materialise.UpstreamMissing as e:
