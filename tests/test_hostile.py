@@ -315,6 +315,40 @@ def test_single_mode_refuses_pull_request_target(tmp_path, fake):
     assert fake.writes() == []
 
 
+
+LEAVES_A_DAEMON = """
+import os, sys, time
+if os.fork() == 0:   # a process of a session of its own, holding this command's stdout and stderr
+    os.setsid()
+    os.execvp("sleep", ["sleep", "60", MARK])
+print("the command's own output", flush=True)
+time.sleep(float(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("runs_for", [0.0, 30.0])
+def test_a_process_left_in_a_session_of_its_own_does_not_hold_a_check_up(runs_for):
+    """Code under test (a reproducer, an import, a reduction's introspection) can leave a daemon that keeps the
+    command's output open: dlci's checks end when the command ends, or at its timeout, not when the daemon does
+    (a token-hunting PR's daemons once made a scan wait 10 minutes). The output so far is kept either way."""
+    from dlci.exec import cancel
+    mark = "dlci-test-daemon-" + secrets.token_hex(4)
+    cmd = [sys.executable, "-c", LEAVES_A_DAEMON.replace("MARK", repr(mark)), str(runs_for)]
+    t0 = time.monotonic()
+    try:
+        if runs_for:
+            with pytest.raises(subprocess.TimeoutExpired) as e:
+                cancel.run(cmd, timeout=3)
+            assert "the command's own output" in e.value.output
+        else:
+            proc = cancel.run(cmd, timeout=30)
+            assert proc.returncode == 0 and "the command's own output" in proc.stdout
+        assert time.monotonic() - t0 < 15
+    finally:
+        for p in Path("/proc").iterdir():
+            if p.name.isdigit() and mark in _cmdline(p):
+                os.kill(int(p.name), 9)
+
 def _in_child(script: str, env: dict, tmp_path: Path, parent_shell: bool = False) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-c", script]
     if parent_shell:  # a shell that stays the child's parent, holding what the step's shell would hold

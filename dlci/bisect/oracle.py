@@ -101,14 +101,14 @@ def run_script(script: Path, env: dict | None, candidate: str, python: str | Non
     ``trace_imports``: note every module the run imported (``Verdict.modules``; python -X importtime, whose lines
     are taken out of stderr), so that a fresh venv can be given everything the script needed, optional companions
     it reaches only through another package included (onnxscript under torch.onnx.export)."""
+    from dlci.exec import cancel
     from dlci.findings.repro import scrubbed_env
     script = Path(script).resolve()
     python = python or sys.executable
     t0 = time.monotonic()
     try:
-        proc = subprocess.run([python] + (["-X", "importtime"] if trace_imports else []) + [str(script)],
-                              capture_output=True, text=True, timeout=timeout, cwd=str(script.parent),
-                              env=scrubbed_env(env), stdin=subprocess.DEVNULL)
+        proc = cancel.run([python] + (["-X", "importtime"] if trace_imports else []) + [str(script)],
+                          timeout=timeout, cwd=str(script.parent), env=scrubbed_env(env), stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return Verdict(candidate, SKIP, f"timed out after {timeout:.0f} s", None, time.monotonic() - t0, ran=True)
     stderr, modules = _imports(proc.stderr) if trace_imports else (proc.stderr, None)

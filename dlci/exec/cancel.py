@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
 import threading
 
 _children: set[subprocess.Popen] = set()
@@ -46,23 +47,40 @@ def install() -> None:
             signal.signal(sig, _handler)
 
 
-def run(cmd, *, timeout: float | None = None, **kwargs) -> subprocess.CompletedProcess:
+def run(cmd, *, timeout: float | None = None, input: str | None = None, **kwargs) -> subprocess.CompletedProcess:
     """``subprocess.run(cmd, capture_output=True, text=True)`` in its own process group, killed (with whatever it
-    started) on timeout or cancellation; raises subprocess.TimeoutExpired like subprocess.run."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            **kwargs)
-    with _lock:
-        _children.add(proc)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        raise subprocess.TimeoutExpired(cmd, timeout, output=out, stderr=err) from None
-    finally:
+    started) on timeout or cancellation; raises subprocess.TimeoutExpired like subprocess.run.
+
+    Its output goes to temporary files, not pipes: a process it leaves behind in a session of its own (out of the
+    group's reach; a pull request's code can do that) keeps a pipe open, and reading a pipe to its end would then
+    wait for that process (seen: 10 minutes for a daemon a converter under test forked), not for the command."""
+    with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f, tempfile.TemporaryFile() as in_f:
+        if input is not None:   # ``input``: the command's standard input, as subprocess.run takes it
+            in_f.write(input.encode())
+            in_f.seek(0)
+            kwargs["stdin"] = in_f
+        proc = subprocess.Popen(cmd, stdout=out_f, stderr=err_f, start_new_session=True, **kwargs)
         with _lock:
-            _children.discard(proc)
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            _children.add(proc)
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            with _lock:
+                _children.discard(proc)
+            try:   # what the command left behind in its group goes with it
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            if proc.poll() is None:
+                proc.wait()
+
+        def text(f) -> str:
+            f.seek(0)
+            return f.read().decode("utf-8", "replace")
+        out, err = text(out_f), text(err_f)
+    if timed_out:
+        raise subprocess.TimeoutExpired(cmd, timeout, output=out, stderr=err)
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)

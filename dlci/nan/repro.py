@@ -309,9 +309,9 @@ def check(path: Path, timeout: float = 300.0) -> tuple[int, str]:
     """Run a reproducer alone (fresh interpreter): (exit code, output tail)."""
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    try:
-        p = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=timeout, env=env,
-                           cwd=str(path.parent))
+    from dlci.exec import cancel
+    try:   # cancel.run: a process the code under test leaves behind does not hold the verdict up
+        p = cancel.run([sys.executable, str(path)], timeout=timeout, env=env, cwd=str(path.parent))
     except subprocess.TimeoutExpired:
         return 124, "timed out"
     return p.returncode, (p.stdout + p.stderr)[-2000:]

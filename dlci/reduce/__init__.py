@@ -134,13 +134,12 @@ def engine_runner(engine, target: str, timeout: float | None = None,
 
 
 def _introspect_subprocess(request: dict, timeout: float) -> dict | None:
-    from dlci.exec import interp
+    from dlci.exec import cancel, interp
     from dlci.exec.engine import worker_env
     from dlci.reduce._introspect import MARKER
-    try:
-        proc = subprocess.run(interp.command("dlci.reduce._introspect"), input=json.dumps(request),
-                              capture_output=True, text=True, timeout=max(5.0, timeout),
-                              env=interp.env(worker_env()), cwd=interp.neutral_dir())
+    try:   # cancel.run: a process the converter's code leaves behind does not hold the answer up
+        proc = cancel.run(interp.command("dlci.reduce._introspect"), input=json.dumps(request),
+                          timeout=max(5.0, timeout), env=interp.env(worker_env()), cwd=interp.neutral_dir())
     except (subprocess.TimeoutExpired, OSError):
         return None
     for line in reversed(proc.stdout.splitlines()):

@@ -10,8 +10,6 @@ that imports the module.
 """
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -43,21 +41,17 @@ class ImportResult:
 def import_once(module: str, file: str, env: dict, timeout: float = IMPORT_TIMEOUT, path: str | None = None) -> ImportResult:
     """Import ``module`` (its file compiled first: ``path``, else ``file``) in a fresh interpreter started as the
     test workers are, with the revision's environment ``env`` (dlci.exec.origins.import_module)."""
-    from dlci.exec import interp
+    from dlci.exec import cancel, interp
     from dlci.exec.engine import worker_env
     from dlci.exec.origins import IMPORTED
-    proc = subprocess.Popen(interp.command("dlci.exec.origins", "--import", module, path or file),
-                            env=interp.env(worker_env(env)),
-                            cwd=interp.neutral_dir(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
+    try:   # cancel.run: a process the imported code leaves behind does not hold the result up
+        proc = cancel.run(interp.command("dlci.exec.origins", "--import", module, path or file),
+                          timeout=timeout, env=interp.env(worker_env(env)), cwd=interp.neutral_dir(),
+                          stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as e:
         return ImportResult(file, module, "hangs", f"no return within {timeout:.0f} s",
-                            out.decode("utf-8", "replace")[-4000:])
-    text = out.decode("utf-8", "replace")
+                            ((e.output or "") + (e.stderr or ""))[-4000:])
+    text = proc.stdout + proc.stderr
     if proc.returncode == 0 and f"{IMPORTED}{module}" in text:
         return ImportResult(file, module, "ok", "")
     if proc.returncode == 0 or "Traceback (most recent call last)" not in text:
@@ -148,7 +142,7 @@ def findings(broken: list[ImportResult], mapped: dict[str, list], targets: list[
 
 def write_reproducers(found: list[Finding], out: Path, head_env: dict, base_env: dict | None) -> None:
     """Each import finding's reproducer, checked alone against head (must fail) and base (should pass)."""
-    from dlci.exec import interp
+    from dlci.exec import cancel, interp
     from dlci.exec.engine import worker_env
     (out / "repro").mkdir(parents=True, exist_ok=True)
     for f in found:
@@ -160,9 +154,8 @@ def write_reproducers(found: list[Finding], out: Path, head_env: dict, base_env:
 
         def exit_code(env: dict) -> int | None:
             try:
-                return subprocess.run([sys.executable, str((out / rel).resolve())], env=interp.env(worker_env(env)),
-                                      cwd=interp.neutral_dir(), capture_output=True,
-                                      timeout=IMPORT_TIMEOUT + 30).returncode
+                return cancel.run([sys.executable, str((out / rel).resolve())], env=interp.env(worker_env(env)),
+                                  cwd=interp.neutral_dir(), timeout=IMPORT_TIMEOUT + 30).returncode
             except subprocess.TimeoutExpired:
                 return None
         f.repro_checked = exit_code(head_env) == 1
