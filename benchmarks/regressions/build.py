@@ -90,7 +90,7 @@ def _git(repo: Path, *args: str, input: str | None = None) -> str:
 
 
 def _copy_sources(dest: Path, package: str) -> None:
-    for rel, path in _installed_files(package).items():
+    for rel, path in installed_files(package).items():
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
@@ -256,7 +256,7 @@ def record(case_id: str, repo: Path) -> dict:
 
 
 
-def _installed_files(package: str) -> dict[str, Path]:
+def installed_files(package: str) -> dict[str, Path]:
     """{repository path: installed file} of the files _copy_sources lays out"""
     src = installed_package(package)
     pattern = "*.py" if package == "tvm" else "*"   # TVM: the Python sources only (the native library is shared)
@@ -272,7 +272,7 @@ def _differs_from_installed(repo: Path, rev: str, package: str) -> list[str]:
     for line in _git(repo, "ls-tree", "-r", rev, "--", prefix).splitlines():
         meta, path = line.split("\t", 1)
         tree[path] = meta.split()[2]
-    have = _installed_files(package)
+    have = installed_files(package)
     out = []
     for path in sorted(set(tree) | set(have)):
         if path not in have or path not in tree:

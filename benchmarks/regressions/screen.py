@@ -454,7 +454,7 @@ def transplant(proj: dict, gitdir: str, row: dict, files: list[tuple[str, str]])
     the installed files into the base, the head patch the base into the head: head and base differ by exactly the
     fix. Whether that package works with the release's other modules is for the fix's own test to say (ground truth:
     it must pass on the base and fail on the head)."""
-    from build import _installed_files
+    from build import installed_files
     roots = proj.get("transplant_root") or sorted({d for d in proj["folders"].values()
                                                    if any(renamed_path(proj, f).startswith(d) for _, f in files)})
     old_roots = [o + r[len(n):] for r in roots for o, n in proj.get("path_renames", {}).items() if r.startswith(n)]
@@ -469,7 +469,7 @@ def transplant(proj: dict, gitdir: str, row: dict, files: list[tuple[str, str]])
     def ours(path: str) -> bool:
         return path.endswith(".py") and any(path.startswith(r) for r in roots)
     try:
-        for rel, path in _installed_files(proj["package"]).items():
+        for rel, path in installed_files(proj["package"]).items():
             if ours(rel):
                 (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, tmp / rel)
