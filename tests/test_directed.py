@@ -394,3 +394,52 @@ def test_a_docstring_is_no_changed_statement_and_both_counts_agree():
     goals = file_goals("m.py", text, {3, 4})
     statements = {g.span for g in goals.goals if g.kind == "statement"}
     assert statements == changed_statement_spans(text, {3, 4}) == {(3, 3), (4, 4)}
+
+
+def test_with_nothing_on_head_to_reach_the_touched_operators_tests_are_varied_and_paired_with_base(tmp_path):
+    """A PR that deletes an overload (torchlib's int ``floor_divide``) leaves no changed statement on head: every
+    test of the touched operator stands where the change acts. The second phase asks the base revision for them and
+    varies them, the mutation the deleted code's words ask for (``TInt``: another dtype) drawn, with int payloads
+    before the others."""
+    from dlci.campaign.state import Campaign
+    from dlci.directed import mutations as M
+    from dlci.directed.stream import DirectedStream
+    from tests.test_models_targets import torch_fn
+    rng = np.random.default_rng(0)
+    a, b = (rng.uniform(1, 5, (2, 3)).astype(np.float32) for _ in range(2))
+    inst = torch_fn("torch.floor_divide", [a, b])
+    other = torch_fn("torch.add", [a, b])
+    campaign = Campaign({inst.id: inst, other.id: other}, {})
+    for i in (inst, other):
+        campaign.observed[(i.id, "torch.onnx")] = {"status": "pass"}
+    deleted = "def aten_floor_divide_int(self: TInt, other: TInt) -> TInt:\n    return op.Div(self, other)"
+    stream = DirectedStream(campaign, [], D.Distances([], tmp_path, {}), lambda i: {"torch.onnx"}, tmp_path,
+                            lambda i: {i.op}, {}, pair=True, touched={"aten::floor_divide"}, changed_text=deleted,
+                            removed={"aten::floor_divide"})
+    stream.take_in([(inst, "torch.onnx", {}, {}), (other, "torch.onnx", {}, {})])
+    assert stream.anywhere and set(stream.reachers) == {inst.id}  # add is not the touched operator
+    tests = []
+    for t in stream:
+        tests.append(t)
+        if len(tests) >= 12:
+            break
+    assert tests[0].twin and tests[0].instance.id == inst.id  # the base revision is asked first
+    mutants = [t.instance for t in tests if not t.twin]
+    assert mutants and all(m.op == "aten::floor_divide" for m in mutants)
+    dtyped = [m for m in mutants if "[dtype_any:" in m.origin.test]
+    assert dtyped and "int" in dtyped[0].origin.test, [m.origin.test for m in mutants]
+    # the payload order: with the changed code's words, int dtypes come before the rest
+    first = M.MUTATIONS["torch.dtype_any"].apply(inst, limit=1, rng=np.random.default_rng(1), prefer=deleted)
+    assert "int" in first[0].origin.test, first[0].origin.test
+    # a mutant head calls unsupported and base runs is the first its operator's support check asks base about
+    from dlci.campaign.stages import Test
+    from dlci.outcome import Outcome
+    m = dtyped[0]
+    campaign.unsupported[("torch.onnx", m.op)] = [Outcome(inst.id, m.op, "torch.onnx", "unsupported",
+                                                          message="an older reason")]
+    campaign.observed[(m.id, "torch.onnx")] = {"status": "unsupported"}
+    stream.observe(Test(m, "torch.onnx"), Outcome(m.id, m.op, "torch.onnx", "unsupported", message="no int"),
+                   False)
+    stream.observe_twin(Test(m, "torch.onnx", twin=True), Outcome(m.id, m.op, "torch.onnx", "pass"))
+    assert [o.instance_id for o in campaign.unsupported[("torch.onnx", m.op)]] == [m.id, inst.id]
+    assert stream.support_on_base == {(m.id, "torch.onnx")}  # the support check asks the head again only

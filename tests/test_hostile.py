@@ -349,6 +349,37 @@ def test_a_process_left_in_a_session_of_its_own_does_not_hold_a_check_up(runs_fo
             if p.name.isdigit() and mark in _cmdline(p):
                 os.kill(int(p.name), 9)
 
+
+CHATTERING_DAEMON = """
+import os, sys, time
+if os.fork() == 0:   # a process of a session of its own that writes to the scan's output for ever
+    os.setsid()
+    os.execvp("sh", ["sh", "-c", "while :; do echo still here; sleep 0.1; done", MARK])
+print("the command's own output", flush=True)
+"""
+
+
+def test_the_sandbox_relay_stops_soon_after_the_scan_ends_however_a_daemon_it_left_writes():
+    """The sandboxed scan's output is relayed until the scan has ended and its pipe is quiet, and no longer than
+    a bound after it ended: a daemon that writes on (never quiet) does not keep the holder reading; it is killed
+    next (Sandbox.kill_leftovers)."""
+    from dlci.github.sandbox import _relay
+    mark = "dlci-test-chatter-" + secrets.token_hex(4)
+    proc = subprocess.Popen([sys.executable, "-c", CHATTERING_DAEMON.replace("MARK", repr(mark))],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    lines: list[bytes] = []
+    t0 = time.monotonic()
+    try:
+        _relay(proc, lines.append, after_exit_s=2.0)
+        assert time.monotonic() - t0 < 12 and proc.poll() == 0
+        assert b"the command's own output" in lines and b"still here" in lines
+    finally:
+        proc.stdout.close()
+        for q in Path("/proc").iterdir():
+            if q.name.isdigit() and mark in _cmdline(q):
+                os.kill(int(q.name), 9)
+
+
 def _in_child(script: str, env: dict, tmp_path: Path, parent_shell: bool = False) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-c", script]
     if parent_shell:  # a shell that stays the child's parent, holding what the step's shell would hold

@@ -270,3 +270,41 @@ def test_an_unreproduced_finding_says_why():
     broke = ("exit 1\n--- stdout\n\n--- stderr\nTraceback (most recent call last):\n  File \"F001.py\", line 3\n"
              "TypeError: Numpy_type 256 can't be converted\n")
     assert why_not_reproduced(broke) == "the script failed (exit 1): TypeError: Numpy_type 256 can't be converted"
+
+
+def test_an_invalid_model_reproducer_runs_the_strict_check_the_campaign_ran(tmp_path):
+    """torch.onnx and torchlib findings that the strict ONNX check raised (InvalidModel) reproduce as that: the
+    reproducer runs the same check, with the same message, before ONNX Runtime (whose own refusal of the same model
+    reads differently, and was taken for another error: 'confirmed but not reproduced')."""
+    import onnx
+    from dlci.findings.repro import template_env
+    from dlci.models.onnx_io import InvalidModel, check_strict
+    floor = helper.make_graph([helper.make_node("Floor", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.INT64, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, [2])])
+    bad = helper.make_model(floor, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    with pytest.raises(InvalidModel) as campaign:
+        check_strict(bad)
+    scope = {"onnx": onnx}
+    exec(template_env().get_template("targets/_onnx_strict.j2").render(), scope)  # noqa: S102 - our own template
+    with pytest.raises(Exception) as alone:
+        scope["check_strict"](bad)
+    assert type(alone.value).__name__ == "InvalidModel" and str(alone.value) == str(campaign.value)
+    scope["check_strict"](helper.make_model(helper.make_graph(
+        [helper.make_node("Floor", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])]), opset_imports=[helper.make_opsetid("", 18)],
+        ir_version=8))  # a valid model passes
+    x = np.arange(1, 7, dtype=np.int64).reshape(2, 3)
+    inst = Instance(op="aten::floor_divide", framework="torch",
+                    call={"kind": "torch_fn", "fn": "torch.floor_divide", "args": [{"$t": 0}, {"$t": 1}], "kwargs": {}},
+                    inputs=[TensorSpec.of(x), TensorSpec.of(x)], params={}, origin=Origin("test", "hand"),
+                    arrays={"in:0": x, "in:1": x})
+    for target in ("torch.onnx", "onnxscript.torchlib"):
+        f = Finding(id="F001", oracle="crash", operator=inst.op, target=target, target_version="x",
+                    symptom="InvalidModel", stage="convert", signature="s", message=str(campaign.value),
+                    instance_id=inst.id, origin=inst.origin.__dict__, distance={}, traceback="",
+                    instances=[inst.id], operators=[inst.op], confirmed=True)
+        (tmp_path / target).mkdir()
+        text = render(get(target), f, inst, tmp_path / target).read_text()
+        assert text.index("check_strict(") < text.index("InferenceSession("), target
+        ast.parse(text)

@@ -102,3 +102,57 @@ def test_a_checkout_without_the_registration_says_unsupported(tmp_path):
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["file"].startswith(str(tmp_path)), got
     assert got["status"] == UNSUPPORTED and "registers no function for aten::softplus" in got["message"], got
+
+
+@pytest.mark.slow
+def test_of_an_operators_several_functions_the_first_whose_signature_takes_the_inputs_runs(tmp_path):
+    """A checkout that registers a float function and an int function for one operator (torchlib's floor_divide
+    before the two were merged): integer inputs run the int one, as torchlib's type-based dispatch chose; a PR
+    that deletes the int function leaves integer inputs outside every signature (unsupported: support removed),
+    and the reproducer of the same call says the same."""
+    installed = Path(importlib.util.find_spec("onnxscript").origin).parent
+    shutil.copytree(installed, tmp_path / "onnxscript", ignore=shutil.ignore_patterns("__pycache__"))
+    core = tmp_path / "onnxscript" / "function_libs" / "torch_lib" / "ops" / "core.py"
+    text = core.read_text()
+    merged = '@torch_op("aten::floor_divide", trace_only=True)\ndef aten_floor_divide(self: TTensor, other: TTensor)'
+    assert merged in text
+    float_first = ('@torch_op("aten::floor_divide", trace_only=True)\n'
+                   'def aten_floor_divide_float(self: TFloat, other: TFloat) -> TFloat:\n'
+                   '    return op.Floor(op.Div(self, other))\n\n\n')
+    core.write_text(text.replace(merged, float_first + merged.replace("TTensor", "TInt")))
+    # the registry as torchlib's of 2024 kept it: every real function of an operator (0.7 keeps the first only)
+    registration = core.parent.parent / "registration.py"
+    keeps_one = "            if overloaded_function.overloads:\n"
+    assert keeps_one in registration.read_text()
+    registration.write_text(registration.read_text().replace(keeps_one, "            if False:\n"))
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import json, sys, numpy as np\n"
+        "from dlci.testcase import execute\n"
+        "from tests.test_models_targets import torch_fn\n"
+        "x = np.arange(1, 7, dtype=sys.argv[1]).reshape(2, 3)\n"
+        "o = execute(torch_fn('torch.floor_divide', [x, x + 1]), 'onnxscript.torchlib')\n"
+        "print(json.dumps({'status': o.status, 'message': o.message}))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(Path(__file__).parent.parent)])}
+
+    def probe(dtype):
+        proc = subprocess.run([sys.executable, str(script), dtype], capture_output=True, text=True, env=env,
+                              timeout=300)
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    assert probe("int64")["status"] == PASS and probe("float32")["status"] == PASS
+    core.write_text(text.replace(merged, float_first + merged.split("\n", 1)[1]))  # the int one unregistered
+    got = probe("int64")
+    assert got["status"] == UNSUPPORTED and "outside TFloat" in got["message"], got
+    # the reproducer picks the function the same way: OutsideSignature there too
+    from dlci.findings import Finding
+    from dlci.findings.repro import render_repro  # noqa: F401 - the module renders with the target's template
+    x = np.arange(1, 7, dtype=np.int64).reshape(2, 3)
+    inst = torch_fn("torch.floor_divide", [x, x + 1])
+    f = Finding(id="S001", oracle="support", operator=inst.op, target="onnxscript.torchlib", target_version="x",
+                symptom="support removed", stage="convert", signature="s", message=got["message"],
+                instance_id=inst.id, origin=inst.origin.__dict__, distance={}, traceback="", instances=[inst.id],
+                operators=[inst.op], confirmed=True, extra={"exception": "OutsideSignature"})
+    path = render(get(f.target), f, inst, tmp_path)
+    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)}, cwd=str(tmp_path))
+    assert proc.returncode == 1 and "REPRODUCED" in proc.stdout, (proc.stdout, proc.stderr[-2000:])

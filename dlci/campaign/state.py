@@ -98,7 +98,9 @@ class Campaign:
             self.arcs[(outcome.instance_id, outcome.target)] = outcome.arcs
         if outcome.values:
             self.values[(outcome.instance_id, outcome.target)] = outcome.values
-        if outcome.model_digest or outcome.coverage:
+        # (a test the target refused or crashed on before any traced line ran has neither, and is where a PR that
+        # dropped an overload shows: the divergence search asks the base revision about it too)
+        if outcome.model_digest or outcome.coverage or outcome.status in (UNSUPPORTED, CRASH):
             self.observed[(outcome.instance_id, outcome.target)] = {
                 "status": outcome.status, "signature": self.signature(outcome) if F.is_failure(outcome) else "",
                 "digest": outcome.digest, "model": outcome.model_digest, "nodes": outcome.model_nodes,

@@ -26,15 +26,26 @@ class Search:
     root: Path
     code: dict[Goal, str]
     stream: DirectedStream | None = None
+    # the operators whose converters the diff touched directly, and the code it changed on both sides (what it
+    # added on head, what it deleted from base): with no goal on head (an overload deleted, a decorator's flag
+    # changed, a function removed whole) the search has no line to reach and varies these operators' tests for
+    # inputs on which the revisions differ
+    touched: frozenset = frozenset()
+    changed_text: str = ""
+    removed: frozenset = frozenset()  # of those, the ones whose registration or table entry the diff deleted
 
     @classmethod
     def of(cls, repo, converter_files: list[str], touches, head_root: Path) -> "Search | None":
-        """The goals of a scan, or None when its diff changed no traced converter code."""
+        """The goals of a scan, or None when its diff changed no traced converter code and touched no operator."""
         from dlci import operators
         files = from_diff(repo, converter_files)
         goals = [g for f in files for g in f.goals]
-        if not goals:
+        touched = frozenset(c for t in touches if not t.indirect and t.file in converter_files
+                            for c in operators.canonical(t.operator, t.namespace))
+        if not goals and not touched:
             return None
+        removed = frozenset(c for t in touches if not t.indirect and t.file in converter_files and "removed" in t.why
+                            for c in operators.canonical(t.operator, t.namespace))
         # which operators a table sends to each changed function: the touches that selected it
         dispatch: dict[tuple[str, str], set[str]] = {}
         for t in touches:
@@ -53,7 +64,8 @@ class Search:
                 code[g] = "\n".join(lines[max(0, lo - 1):hi + 1]) + (f"\n{g.condition}" if g.condition else "")
                 if g.kind == "statement" and lo in f.deleted_code:
                     code[g] += "\n" + f.deleted_code[lo]  # what used to run here (a deletion's goal)
-        return cls(files, goals, Distances(files, head_root, dispatch), Path(head_root), code)
+        return cls(files, goals, Distances(files, head_root, dispatch), Path(head_root), code, touched=touched,
+                   changed_text=changed_text(repo, converter_files), removed=removed)
 
     def watch(self) -> tuple[tuple, ...]:
         """The changed statements whose values the workers record: (resolved path, first line, last line, the
@@ -69,7 +81,8 @@ class Search:
         from dlci import operators
         self.stream = DirectedStream(campaign, self.goals, self.distances, route, self.root,
                                      lambda inst: set(operators.instance_ops(inst.op)), self.code,
-                                     progress=progress, until=until, pair=pair)
+                                     progress=progress, until=until, pair=pair, touched=set(self.touched),
+                                     changed_text=self.changed_text, removed=set(self.removed))
         self.stream.take_in([(campaign.instances[iid], target, cov, campaign.arcs.get((iid, target), {}),
                               campaign.values.get((iid, target), {}))
                              for (iid, target), cov in campaign.coverage.items() if iid in campaign.instances])
@@ -127,3 +140,18 @@ class Search:
                         entry["skeleton_error"] = f"{type(e).__name__}: {e}"[:200]
             out["unreached"].append(entry)
         return out
+
+
+CHANGED_TEXT_MAX = 20000  # characters of changed code the mutations' words are looked up in
+
+
+def changed_text(repo, converter_files: list[str]) -> str:
+    """The lines the diff added to the converter files (head) and deleted from them (base), comments dropped."""
+    out: list[str] = []
+    for ch in repo.last_diff.files:
+        if ch.path not in converter_files:
+            continue
+        for side, rel, numbers in (("head", ch.path, ch.added), ("base", ch.old_path or ch.path, ch.removed)):
+            rows = (repo.text(rel, side) or "").splitlines()
+            out += [rows[n - 1].split("#", 1)[0] for n in numbers if 0 < n <= len(rows)]
+    return "\n".join(r for r in out if r.strip())[:CHANGED_TEXT_MAX]

@@ -36,13 +36,21 @@ class Mutation:
     candidates: Callable[[Instance], Iterator[Any]]   # payloads, before validation
     build: Callable[[Instance, Any], Instance]        # the mutant; ValueError when it is not a valid case
 
-    def apply(self, inst: Instance, limit: int = 4) -> list[Instance]:
-        """Up to ``limit`` valid mutants of ``inst``."""
+    def apply(self, inst: Instance, limit: int = 4, *, rng=None, skip=frozenset(), prefer: str = "") \
+            -> list[Instance]:
+        """Up to ``limit`` valid mutants of ``inst``, in the candidates' order, or with ``rng`` in a random order
+        with the payloads that name a word of ``prefer`` first (``int64`` where the changed code says ``TInt``); a
+        mutant whose id is in ``skip`` (already run) does not count."""
         out = []
         try:
             payloads = list(self.candidates(inst))
         except Exception:  # noqa: BLE001 - an instance this mutation cannot read
             return []
+        if rng is not None and payloads:
+            payloads = [payloads[i] for i in rng.permutation(len(payloads))]
+            if prefer:
+                said = set(re.findall(r"[a-z]+", prefer.lower()))
+                payloads.sort(key=lambda p: not (set(re.findall(r"[a-z]+", str(p).lower())) & said - _PLAIN))
         for payload in payloads:
             if len(out) >= limit:
                 break
@@ -52,9 +60,13 @@ class Mutation:
                     m = self.build(inst, payload)
             except Exception:  # noqa: BLE001 - not a valid case of the operator: the schema said no
                 continue
-            if m is not None and m.id != inst.id:
+            if m is not None and m.id != inst.id and m.id not in skip:
                 out.append(m)
         return out
+
+
+# words of a payload too common in code to say anything about it
+_PLAIN = frozenset({"all", "one", "the", "in", "as", "input", "inputs", "none", "true", "false", "dim", "self"})
 
 
 MUTATIONS: dict[str, Mutation] = {}
@@ -754,7 +766,8 @@ register(Mutation("torch.size_0", "torch", ("== 0", "empty", "numel", "size", "s
 register(Mutation("torch.rank_0", "torch", ("ndim", "rank", "len(", "shape", "scalar", "== 0", "[-1]"),
                   _rank_zero_candidates, _rank_zero))
 register(Mutation("torch.dtype_any", "torch", ("dtype", "int", "bool", "float", "astype", "cast", "promote",
-                                               "is_floating", "uint", "complex"), _dtype_candidates, _dtype))
+                                               "is_floating", "uint", "complex", "TInt", "TReal", "TFloat", "TBool"),
+                  _dtype_candidates, _dtype))
 # what a graph-building function's changed code decides on from shapes and values the samples seldom have
 register(Mutation("torch.broadcast", "torch", ("broadcast", "expand", "shape", "== 1", "mask", "where", "rank",
                                                "len(", "Expand"), _broadcasting, _broadcast))

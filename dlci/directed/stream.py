@@ -23,7 +23,7 @@ from dlci.directed import mutations as M
 from dlci.directed.distance import INF, Distances
 from dlci.directed.goals import Goal, reached
 from dlci.instance import Instance
-from dlci.outcome import INVALID, UNSUPPORTED
+from dlci.outcome import INVALID, PASS, UNSUPPORTED
 
 MAX_DEPTH = 3        # mutations stacked on one migrated instance
 PER_PICK = 2         # mutants of one (seed, mutation) pick
@@ -55,8 +55,18 @@ class DirectedStream:
 
     def __init__(self, campaign, goals: list[Goal], distances: Distances, route: Callable[[Instance], set[str]],
                  root, operators_of: Callable[[Instance], set[str]], code: dict[Goal, str], *, seed: int = 0,
-                 progress=lambda msg: None, until: float | None = None, pair: bool = False):
+                 progress=lambda msg: None, until: float | None = None, pair: bool = False,
+                 touched: set[str] | None = None, changed_text: str = "", removed: set[str] | None = None):
         self.campaign, self.goals, self.dist, self.route, self.root = campaign, goals, distances, route, root
+        # the operators the diff touched, and what it changed; with no statement to reach (code deleted on head, a
+        # decorator changed), every test of those operators stands where the change acts
+        self.touched = set(touched or ()) | distances.operators()
+        self.changed_text = changed_text
+        self.anywhere = not any(g.kind == "statement" for g in goals)
+        self.removed = set(removed or ()) & self.touched  # operators whose registration the diff deleted
+        # (instance id, target) the head calls unsupported and the base revision ran: support the PR removed, as
+        # far as the base is concerned (dlci.scan.attribution.support_removed asks the head again only)
+        self.support_on_base: set[tuple[str, str]] = set()
         self.operators_of, self.code, self.progress, self.until = operators_of, code, progress, until
         self.rng = np.random.default_rng(seed)
         self.unreached: set[Goal] = set(goals)
@@ -101,6 +111,7 @@ class DirectedStream:
         self.fixed_first: dict[tuple[str, str], object] = {}  # a base failure where head passes, awaiting its second
         self.fixed: dict[tuple, dict] = {}
         self.repairs: deque[Test] = deque()  # mutants of one that reached changed code and came back unsupported
+        self.unsupported_here: dict[tuple[str, str], object] = {}  # (instance id, target) -> the head's outcome
 
     # -- what the plan's tests already did ------------------------------------------------------------------------
     def take_in(self, outcomes: list[tuple]) -> None:
@@ -111,7 +122,7 @@ class DirectedStream:
             self.seen.add(inst.id)
             self._account(inst, target, lines, arcs, depth=0)
             self._new_values(rest[0] if rest else {})
-            if self.operators_of(inst) & self.dist.operators():
+            if self.operators_of(inst) & self.touched:
                 held = self.bases.setdefault(inst.id, (inst, set()))
                 held[1].add(target)
         self.statements_before = sum(1 for g in self.goals if g.kind == "statement" and g not in self.unreached)
@@ -125,7 +136,8 @@ class DirectedStream:
                 self.reached_by[g] = inst.id
                 if inst.id in self._mutation_of:
                     self.reaching_mutation[g.describe()] = self._mutation_of[inst.id]
-        if any(reached(g, lines, arcs, self.root) for g in self.goals if g.kind == "statement"):
+        if (self.anywhere and self.operators_of(inst) & self.touched) or \
+                any(reached(g, lines, arcs, self.root) for g in self.goals if g.kind == "statement"):
             held = self.reachers.setdefault(inst.id, (inst, set()))
             held[1].add(target)
         if not self.unreached:
@@ -173,6 +185,12 @@ class DirectedStream:
             for inst, targets in list(self.reachers.values())[:PAIR_REACHERS]:
                 for t in sorted(targets):
                     self._pair(inst, t)
+            if self.anywhere:  # and those the head called unsupported, the deleted registration's first
+                said = [o for (_t, op), outs in self.campaign.unsupported.items() if op in self.touched for o in outs]
+                said.sort(key=lambda o: o.op not in self.removed)
+                for o in said[:PAIR_REACHERS]:
+                    if o.instance_id in self.campaign.instances:
+                        self._pair(self.campaign.instances[o.instance_id], o.target)
         yield from self._phase(lambda: bool(self.reachers), lambda: self.found_at, self._vary, "varied_stalled",
                                idle_limit=lambda: 20)
         while self.twins and self._time_left():  # what was asked of the base revision is still compared
@@ -287,7 +305,9 @@ class DirectedStream:
     def _vary(self) -> list[Test]:
         """A reaching presentation carried over to one more of the operator's instances, else a further mutation
         of something that reached changed code (one that showed a changed statement new values first)."""
-        reaching = [m for m in dict.fromkeys(self._mutation_of[i] for i in self.reachers if i in self._mutation_of)]
+        # (with no statement to reach, every mutant of a touched operator "reaches": nothing to carry over)
+        reaching = [] if self.anywhere else \
+            [m for m in dict.fromkeys(self._mutation_of[i] for i in self.reachers if i in self._mutation_of)]
         for name in reaching:
             mutation = M.MUTATIONS.get(name)
             if mutation is None:
@@ -307,15 +327,22 @@ class DirectedStream:
         pool = self.divergent if self.divergent and draw < 0.5 else \
             self.novel if self.novel and draw < 0.8 else self.reachers
         reachers = list(pool.values())
+        if self.anywhere and self.removed and self.rng.random() < 0.75:
+            # what the deleted registration served first: its operator's tests
+            reachers = [r for r in reachers if self.operators_of(r[0]) & self.removed] or reachers
         inst, targets = reachers[int(self.rng.integers(len(reachers)))]
         if self.depth.get(inst.id, 0) >= MAX_DEPTH:
             return []
         muts = M.for_instance(inst)
-        # the mutations that made inputs diverge before are drawn more often
-        weight = np.array([1.0 + 2.0 * self.diverging[m.name] for m in muts])
+        # the mutations that made inputs diverge before are drawn more often, and those the changed code's words
+        # ask for (a deleted ``TInt`` overload asks for other dtypes)
+        # (with no goal to steer by, the changed code's words are all the search has)
+        said = 2.0 if self.anywhere else 0.5
+        weight = np.array([1.0 + 2.0 * self.diverging[m.name] + said * M.preference(m, self.changed_text)
+                           for m in muts])
         order = self.rng.choice(len(muts), size=len(muts), replace=False, p=weight / weight.sum()) if muts else []
         for k in list(order)[:3]:
-            made = [x for x in muts[k].apply(inst, limit=2) if x.id not in self.seen]
+            made = muts[k].apply(inst, limit=1, rng=self.rng, skip=self.seen, prefer=self.changed_text)
             if made:
                 return self._emit(made[0], muts[k].name, self.depth.get(inst.id, 0) + 1, targets)
         return []
@@ -345,6 +372,7 @@ class DirectedStream:
             self._pair(test.instance, test.target)
         if test.instance.id in self.reachers and outcome.status == UNSUPPORTED:
             self._repair(test.instance, test.target)
+            self.unsupported_here[(test.instance.id, test.target)] = outcome
         fresh = self._new_values(getattr(outcome, "values", {}) or {})
         if fresh and test.instance.id in self.reachers:
             # ... or computes on values the changed statements have not seen (an index at -1, an empty list, None)
@@ -405,6 +433,14 @@ class DirectedStream:
                 if kind == "graph":
                     self.found_at = (time.monotonic(), self.stats["mutants"])
             self.graph_changes[change][0] += 1
+        if head["status"] == UNSUPPORTED and outcome.status == PASS:
+            # head calls unsupported what base runs: the first of its operator's unsupported tests the base
+            # revision is asked about after the search (support removed), whatever was kept before it
+            kept = self.campaign.unsupported.setdefault((test.target, test.instance.op), [])
+            mine = [self.unsupported_here[key]] if key in self.unsupported_here else \
+                [o for o in kept if o.instance_id == test.instance.id][:1]
+            kept[:] = mine + [o for o in kept if o.instance_id != test.instance.id]
+            self.support_on_base.add(key)
         if divergence.fixed(head, outcome):
             first = self.fixed_first.get(key)
             if first is None:

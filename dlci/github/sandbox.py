@@ -489,26 +489,32 @@ class Sandbox:
             _remove_owned(self.who.uid)
 
 
-def _relay(proc: subprocess.Popen, line: Callable[[bytes], None], quiet_s: float = 1.0) -> None:
-    """Pass ``proc``'s output on line by line until it has exited and its pipe is quiet: a daemon it left holding
-    the pipe (which would keep it open for ever) does not hold up the holder; it is killed next."""
+def _relay(proc: subprocess.Popen, line: Callable[[bytes], None], quiet_s: float = 1.0,
+           after_exit_s: float = 10.0) -> None:
+    """Pass ``proc``'s output on line by line until it has exited and its pipe is quiet (or ``after_exit_s`` after
+    it exited, however much is still written): a daemon it left holding the pipe (which would keep it open for
+    ever, or write to it for ever) does not hold up the holder; it is killed next."""
     import selectors
     fd = proc.stdout.fileno()
     pending = b""
-    quiet_since = None
+    quiet_since = exited_at = None
     with selectors.DefaultSelector() as sel:
         sel.register(fd, selectors.EVENT_READ)
         while True:
             chunk = os.read(fd, 1 << 16) if sel.select(timeout=0.2) else None
             if chunk == b"":  # every writer closed the pipe
                 break
+            if proc.poll() is not None:
+                exited_at = exited_at or time.monotonic()
+                if time.monotonic() - exited_at > after_exit_s:
+                    break
             if chunk:
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
                 for raw in lines:
                     line(raw)
                 quiet_since = None
-            elif proc.poll() is not None:
+            elif exited_at is not None:
                 quiet_since = quiet_since or time.monotonic()
                 if time.monotonic() - quiet_since > quiet_s:
                     break

@@ -470,7 +470,9 @@ def attribute_on_base(pull: PullRequest, tested: HeadRun, revisions: Revisions) 
     findings = attribution.attribute(findings, campaign, options, base_env, clock.post(0.45), head_env) \
         if findings else []
     attribution.relabel_support_crashes(findings)
-    findings += attribution.support_removed(campaign, options, base_env, head_env, clock.post(0.55))
+    stream = getattr(tested.search, "stream", None)
+    findings += attribution.support_removed(campaign, options, base_env, head_env, clock.post(0.55),
+                                            base_passed=stream.support_on_base if stream is not None else set())
     findings = attribution.fold(findings)
     findings = _without_old_graph_findings(findings, pr)
     _no_environment_failure(campaign, findings)
@@ -478,7 +480,6 @@ def attribute_on_base(pull: PullRequest, tested: HeadRun, revisions: Revisions) 
     # base, keep their time before the probes for what it fixed start
     owed = _new_checks_owed(campaign, findings, options, on_head=True)
     fixed = attribution.fixed_in_pr(campaign, options, base_env, reaching, min(clock.post(0.6), clock.hard - owed))
-    stream = getattr(tested.search, "stream", None)
     if stream is not None and stream.fixed:  # the divergence search's pairs that pass here and fail on base
         known = {(f["target"], f["operator"], f["symptom"]) for f in fixed}
         fixed += [f for f in stream.fixed.values() if (f["target"], f["operator"], f["symptom"]) not in known]
@@ -733,6 +734,10 @@ def _directed(campaign, search: Search, engine, options, trace, end: float, cloc
     if left:
         say(f"directed search: {left} of {len(search.goals)} changed statements and branch outcomes unreached; "
             f"{len(stream.seeds)} seeds, {max(0.0, end - time.monotonic()):.0f} s")
+    elif stream.anywhere:  # nothing on head to reach (code deleted, a decorator changed): the touched operators
+        say(f"directed search: the change leaves no statement on head to reach; varying the "
+            f"{len(stream.reachers)} tests of {', '.join(sorted(search.touched)[:6])}"
+            f"{' and the base revision' if pair else ''}, {max(0.0, end - time.monotonic()):.0f} s")
     else:  # reached but passing: the second phase varies what reached the changed code (values it has not seen)
         say(f"directed search: every changed statement and branch outcome reached; varying the "
             f"{len(stream.reachers)} tests that reached them, {max(0.0, end - time.monotonic()):.0f} s")

@@ -225,9 +225,10 @@ def _part(f: Finding, instances: list[str], new: bool, base: dict[str, Outcome],
 
 
 def support_removed(campaign: Campaign, options: RunOptions, base_env: dict, head_env: dict,
-                    deadline: float) -> list[Finding]:
+                    deadline: float, base_passed: set | frozenset = frozenset()) -> list[Finding]:
     """Tests the head revision says it does not support (or crashes on saying "not implemented") that pass on the
-    base revision: support the PR removed. Each is confirmed by a second head run before it counts."""
+    base revision: support the PR removed. Each is confirmed by a second head run before it counts.
+    ``base_passed``: (instance id, target) the base revision already ran during the search (not asked again)."""
     groups = list(campaign.unsupported.items())[:SUPPORT_GROUPS]
     # round robin: every (target, operator)'s first reason before any second one, while the deadline lasts
     # (the first of each kind before a second of any kind)
@@ -236,8 +237,10 @@ def support_removed(campaign: Campaign, options: RunOptions, base_env: dict, hea
                                                             outs[:SUPPORT_PROBES]))),
                     key=lambda t: t[:3])
     probes = [_job(f"support{i}", campaign, o.instance_id, o.target) for i, (*_, o) in enumerate(ranked)]
-    on_base = _run(probes, campaign, options, base_env, "support", deadline)
-    passed = [j for j in probes if j.id in on_base and on_base[j.id].status == "pass"]
+    known = [j for j in probes if (j.instance_id, j.target) in base_passed]
+    on_base = _run([j for j in probes if (j.instance_id, j.target) not in base_passed], campaign, options, base_env,
+                   "support", deadline)
+    passed = known + [j for j in probes if j.id in on_base and on_base[j.id].status == "pass"]
     confirm = {j.id: _job(f"head{n}", campaign, j.instance_id, j.target) for n, j in enumerate(passed)}
     again = _run(list(confirm.values()), campaign, options, head_env, "support-confirm", deadline)
     found: dict[tuple[str, str], Finding] = {}

@@ -70,8 +70,9 @@ def _python_arg(value):
     return value
 
 
-def function_for(qualified: str, complex_inputs: bool = False):
-    """The torchlib function the checkout registers for ``aten::name[.overload]`` (the one torch.onnx would take)."""
+def functions_for(qualified: str, complex_inputs: bool = False) -> list:
+    """Every torchlib function the checkout registers for ``aten::name[.overload]``, in the registry's order (an
+    operator with an int and a float implementation has two)."""
     import importlib
     from onnxscript.function_libs.torch_lib.registration import default_registry
     importlib.import_module("onnxscript.function_libs.torch_lib.ops")  # importing the ops modules registers them
@@ -81,7 +82,7 @@ def function_for(qualified: str, complex_inputs: bool = False):
     funcs = entry.complex if complex_inputs else entry.overloads
     if not funcs:
         raise NotRegistered(f"torchlib registers no {'complex ' if complex_inputs else ''}function for {qualified}")
-    return funcs[0]
+    return list(funcs)
 
 
 def trace(call, inputs: Sequence[np.ndarray]):
@@ -93,7 +94,7 @@ def trace(call, inputs: Sequence[np.ndarray]):
     from torch.onnx._internal.exporter import _building, _ir_passes, _tensors
     from dlci.instance import decode_value
 
-    function = function_for(call.qualified)
+    functions = functions_for(call.qualified)
     opset = onnxscript.values.Opset("", OPSET)
     graph = ir.Graph((), (), nodes=(), opset_imports={"": OPSET}, name="main_graph")
     symbols = []
@@ -106,9 +107,13 @@ def trace(call, inputs: Sequence[np.ndarray]):
     kwargs = {k: _python_arg(decode_value(v, symbols)) for k, v in call.kwargs.items()}
     if "dtype" in kwargs and kwargs["dtype"] is None:
         kwargs["dtype"] = -1  # what torch.onnx passes for an explicit dtype=None
-    refused = _refused_input(function, args, kwargs)
-    if refused:
-        raise OutsideSignature(f"{call.qualified}: {refused}")
+    # the first function whose signature takes the arguments' element types, as torchlib's type-based dispatch
+    # chose among an operator's functions (torch.onnx now takes the first: torchlib no longer registers more than
+    # one, but a checkout may, and a PR that drops the int one drops int support)
+    refusals = [_refused_input(f, args, kwargs) for f in functions]
+    if all(refusals):
+        raise OutsideSignature(f"{call.qualified}: {refusals[0]}")
+    function = functions[refusals.index(None)]
     recorder = _building.OpRecorder(opset, {})
     with evaluator.default_as(recorder):
         results = function(*args, **kwargs)
