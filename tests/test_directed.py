@@ -428,9 +428,15 @@ def test_with_nothing_on_head_to_reach_the_touched_operators_tests_are_varied_an
     assert mutants and all(m.op == "aten::floor_divide" for m in mutants)
     dtyped = [m for m in mutants if "[dtype_any:" in m.origin.test]
     assert dtyped and "int" in dtyped[0].origin.test, [m.origin.test for m in mutants]
-    # the payload order: with the changed code's words, int dtypes come before the rest
+    # the payload order: with the changed code's words, int dtypes come before the rest; a function registered
+    # for complex inputs asks for complex ones, though it takes an int too
     first = M.MUTATIONS["torch.dtype_any"].apply(inst, limit=1, rng=np.random.default_rng(1), prefer=deleted)
     assert "int" in first[0].origin.test, first[0].origin.test
+    complex_fn = '@torch_op("aten::slice.Tensor", trace_only=True, complex=True)\ndef f(self: TTensor, dim: int = 0):'
+    assert M.dtype_hints(complex_fn) == {"complex"} and M.dtype_hints(deleted) == {"int"}
+    for seed in range(3):
+        got = M.MUTATIONS["torch.dtype_any"].apply(other, limit=1, rng=np.random.default_rng(seed), prefer=complex_fn)
+        assert "complex64" in got[0].origin.test, got[0].origin.test
     # a mutant head calls unsupported and base runs is the first its operator's support check asks base about
     from dlci.campaign.stages import Test
     from dlci.outcome import Outcome

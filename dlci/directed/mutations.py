@@ -49,8 +49,12 @@ class Mutation:
         if rng is not None and payloads:
             payloads = [payloads[i] for i in rng.permutation(len(payloads))]
             if prefer:
-                said = set(re.findall(r"[a-z]+", prefer.lower()))
-                payloads.sort(key=lambda p: not (set(re.findall(r"[a-z]+", str(p).lower())) & said - _PLAIN))
+                said, typed = set(re.findall(r"[a-z]+", prefer.lower())) - _PLAIN, dtype_hints(prefer)
+
+                def score(payload) -> int:
+                    words = set(re.findall(r"[a-z]+", str(payload).lower()))
+                    return 2 * len(words & typed) + len(words & said)
+                payloads.sort(key=lambda p: -score(p))
         for payload in payloads:
             if len(out) >= limit:
                 break
@@ -63,6 +67,17 @@ class Mutation:
             if m is not None and m.id != inst.id and m.id not in skip:
                 out.append(m)
         return out
+
+
+# what a converter's signature says of the element types it is for: a function registered for complex inputs,
+# one typed for ints (torchlib's TInt), for floats, for booleans
+_DTYPE_HINTS = ((re.compile(r"complex\s*=\s*True|\bcomplex\d*\b"), "complex"), (re.compile(r"\bT(Int|Real)\w*"), "int"),
+                (re.compile(r"\bTFloat\w*"), "float"), (re.compile(r"\bT?Bool\w*|\bBOOL\b"), "bool"))
+
+
+def dtype_hints(code: str) -> set[str]:
+    """The element-type families ``code`` declares a function for (``complex=True`` -> complex, ``TInt`` -> int)."""
+    return {family for pattern, family in _DTYPE_HINTS if pattern.search(code)}
 
 
 # words of a payload too common in code to say anything about it

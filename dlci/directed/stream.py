@@ -182,15 +182,16 @@ class DirectedStream:
         self.found_at = (time.monotonic(), self.stats["mutants"])
         self.phase = 2
         if self.pair:  # the operators' own tests that reached changed code: where the revisions already differ
-            for inst, targets in list(self.reachers.values())[:PAIR_REACHERS]:
+            reachers = sorted(self.reachers.values(), key=lambda r: not self.operators_of(r[0]) & self.removed)
+            for inst, targets in reachers[:PAIR_REACHERS]:
                 for t in sorted(targets):
                     self._pair(inst, t)
-            if self.anywhere:  # and those the head called unsupported, the deleted registration's first
+            if self.anywhere:  # and those the head called unsupported, before them: the deleted registration's
                 said = [o for (_t, op), outs in self.campaign.unsupported.items() if op in self.touched for o in outs]
-                said.sort(key=lambda o: o.op not in self.removed)
-                for o in said[:PAIR_REACHERS]:
+                said.sort(key=lambda o: o.op in self.removed)  # (each goes to the front: the removed ones last)
+                for o in said[-PAIR_REACHERS:]:
                     if o.instance_id in self.campaign.instances:
-                        self._pair(self.campaign.instances[o.instance_id], o.target)
+                        self._pair(self.campaign.instances[o.instance_id], o.target, first=True)
         yield from self._phase(lambda: bool(self.reachers), lambda: self.found_at, self._vary, "varied_stalled",
                                idle_limit=lambda: 20)
         while self.twins and self._time_left():  # what was asked of the base revision is still compared
@@ -338,8 +339,11 @@ class DirectedStream:
         # ask for (a deleted ``TInt`` overload asks for other dtypes)
         # (with no goal to steer by, the changed code's words are all the search has)
         said = 2.0 if self.anywhere else 0.5
+        # (code that declares a function for some element types and leaves no line to reach, such as a deleted
+        # complex or int overload, is about those types above all)
+        typed = 6.0 if self.anywhere and M.dtype_hints(self.changed_text) else 0.0
         weight = np.array([1.0 + 2.0 * self.diverging[m.name] + said * M.preference(m, self.changed_text)
-                           for m in muts])
+                           + (typed if m.name.endswith("dtype_any") else 0.0) for m in muts])
         order = self.rng.choice(len(muts), size=len(muts), replace=False, p=weight / weight.sum()) if muts else []
         for k in list(order)[:3]:
             made = muts[k].apply(inst, limit=1, rng=self.rng, skip=self.seen, prefer=self.changed_text)
@@ -369,7 +373,9 @@ class DirectedStream:
             self.stats["new_signatures"] += 1
             self.found_at = (time.monotonic(), self.stats["mutants"])
         if self.phase == 2 and test.instance.id in self.reachers and outcome.status != INVALID:
-            self._pair(test.instance, test.target)
+            # (where a registration was deleted, what its operator's head refuses is the base's question first)
+            self._pair(test.instance, test.target, first=self.anywhere and outcome.status == UNSUPPORTED
+                       and bool(self.operators_of(test.instance) & self.removed))
         if test.instance.id in self.reachers and outcome.status == UNSUPPORTED:
             self._repair(test.instance, test.target)
             self.unsupported_here[(test.instance.id, test.target)] = outcome
@@ -396,13 +402,14 @@ class DirectedStream:
                 self.repairs.extend(t for t in self._emit(x, name, self.depth.get(inst.id, 0) + 1, {target})
                                     if t.target == target)
 
-    def _pair(self, inst: Instance, target: str, again: bool = False) -> None:
-        """Ask the base revision for ``inst`` on ``target`` (once; ``again``: a second time, to confirm a fix)."""
+    def _pair(self, inst: Instance, target: str, again: bool = False, first: bool = False) -> None:
+        """Ask the base revision for ``inst`` on ``target`` (once; ``again``: a second time, to confirm a fix;
+        ``first``: before what was asked already)."""
         key = (inst.id, target)
         if not self.pair or self.paired[key] >= (2 if again else 1) or key not in self.campaign.observed:
             return
         self.paired[key] += 1
-        self.twins.append(Test(inst, target, twin=True))
+        (self.twins.appendleft if first else self.twins.append)(Test(inst, target, twin=True))
 
     def observe_twin(self, test: Test, outcome) -> None:
         """The base revision's run of a test the head ran: where they differ is where the change acts."""
