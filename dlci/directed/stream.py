@@ -126,6 +126,15 @@ class DirectedStream:
                 held = self.bases.setdefault(inst.id, (inst, set()))
                 held[1].add(target)
         self.statements_before = sum(1 for g in self.goals if g.kind == "statement" and g not in self.unreached)
+        if self.anywhere:
+            # with no line to reach, a test stands where the change acts by its operator alone, traced or not (a
+            # torchlib function compiled at import runs no line of its file while a model converts)
+            for (iid, target), seen in self.campaign.observed.items():
+                inst = self.campaign.instances.get(iid)
+                if inst is not None and seen.get("status") != INVALID and self.operators_of(inst) & self.touched:
+                    self.seen.add(iid)
+                    self.reachers.setdefault(iid, (inst, set()))[1].add(target)
+                    self.bases.setdefault(iid, (inst, set()))[1].add(target)
 
     def _account(self, inst: Instance, target: str, lines: dict, arcs: dict, depth: int) -> bool:
         """Goals reached and distances of one trace; True when it came closer to some unreached goal than any trace
