@@ -345,11 +345,9 @@ class DirectedStream:
             return []
         muts = M.for_instance(inst)
         # the mutations that made inputs diverge before are drawn more often, and those the changed code's words
-        # ask for (a deleted ``TInt`` overload asks for other dtypes)
-        # (with no goal to steer by, the changed code's words are all the search has)
+        # ask for: with no goal to steer by they are all the search has, and code that declares a function for
+        # some element types (a deleted complex or ``TInt`` overload) is about those types above all
         said = 2.0 if self.anywhere else 0.5
-        # (code that declares a function for some element types and leaves no line to reach, such as a deleted
-        # complex or int overload, is about those types above all)
         typed = 6.0 if self.anywhere and M.dtype_hints(self.changed_text) else 0.0
         weight = np.array([1.0 + 2.0 * self.diverging[m.name] + said * M.preference(m, self.changed_text)
                            + (typed if m.name.endswith("dtype_any") else 0.0) for m in muts])
