@@ -103,17 +103,17 @@ def test_opinfos_are_mapped_to_the_touched_torchlib_function_by_the_test_data(tm
 
 def test_repo_tests_key_is_policy_and_checked():
     from dlci.scan.repo_tests import budget_for, settings
-    base = Config.parse("repo_tests: {share: 0.2, max_tests: 5, paths: [tests/fe/test_*.py], "
+    base = Config.parse("repo_tests: {share: 0.25, max_tests: 5, paths: [tests/fe/test_*.py], "
                         "entries: {\"mypkg.frontend:load_model\": onnx}}")
     head = Config.parse("repo_tests: {share: 0}\npython_path: [src]")
     merged = base.with_build_of(head)
     assert merged.repo_tests == base.repo_tests and merged.python_path == ["src"]  # policy from base
     assert "repo_tests" in base.policy_changes(head)
     conf = settings(merged)
-    assert (conf.share, conf.max_tests, conf.paths) == (0.2, 5, ("tests/fe/test_*.py",))
+    assert (conf.share, conf.max_tests, conf.paths) == (0.25, 5, ("tests/fe/test_*.py",))
     assert conf.entries == (rt.Entry("mypkg.frontend", "load_model", "onnx", "mypkg.frontend.load_model"),)
-    assert budget_for(merged, 240) == pytest.approx(48.0)
-    assert budget_for(Config(), 240) == pytest.approx(36.0) and budget_for(Config(), 10_000) == 90.0
+    assert budget_for(merged, 240) == pytest.approx(60.0)
+    assert budget_for(Config(), 175) == pytest.approx(35.0) and budget_for(Config(), 10_000) == 90.0
     assert budget_for(head, 240) == 0.0  # switched off
     for bad in ("repo_tests: {share: 0.8}", "repo_tests: {shares: 0.1}", "repo_tests: {max_tests: 0}",
                 "repo_tests: {paths: [../../etc/*.py]}", "repo_tests: {entries: {\"nomodule\": onnx}}",

@@ -36,7 +36,7 @@ from dlci.directed import Search
 from dlci.errors import InfrastructureError
 from dlci.scan import attribution, coverage, imports, repo_tests, selection
 
-DEFAULT_BUDGET = 240.0  # a scan of a pull request should be done in about four minutes on two cores
+DEFAULT_BUDGET = 175.0  # a scan of a pull request is done within three minutes on two cores (the wall ends near it)
 @dataclass
 class ScanRequest:
     repo: Path

@@ -95,7 +95,7 @@ TAKES = ("exported_program", "fx", "onnx", "module")  # as dlci.config.Config.RE
 @dataclass
 class Settings:
     """``.dlci.yml`` ``repo_tests`` (policy: read from the base revision)."""
-    share: float = 0.15                 # of the scan's budget; 0: off
+    share: float = 0.2                  # of the scan's budget; 0: off
     max_tests: int = MAX_TESTS
     paths: tuple[str, ...] = ()         # more test files (globs)
     entries: tuple[Entry, ...] = ()     # more entry points to record
