@@ -116,6 +116,8 @@ def test_a_new_failure_is_never_folded_into_an_old_one(tmp_path):
     in_old = {i for f in old for i in f["base"]["instances"]}
     assert not in_new & in_old  # each instance attributed on its own, and folded only with its like
     assert all(f["repro_checked"] is not False for f in doc["findings"])
+    # where the wall went: testing, the base re-runs, the reduction, the reproducers' checks on head and base
+    assert {"testing", "on_base", "reduce", "check", "check_on_base"} <= set(doc["stats"]["phase_seconds"])
     report = (tmp_path / "out" / "report.md").read_text()
     section = report.split("### New in this PR", 1)[1].split("###", 1)[0]
     assert all(f"| {f['id']} |" in section for f in new)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from dlci.campaign import Campaign, Clock, RunOptions, publish, stages
+from dlci.campaign.state import add_phase
 from dlci.campaign.execution import execute, open_engine
 from dlci.campaign.reproduction import reproducers_owed
 from dlci.config import CONFIG_FILE, Config, ConfigError
@@ -78,8 +79,12 @@ def _scan(req: ScanRequest) -> Report:
         findings = None
         try:
             with attribution.shared_engines():  # one engine per revision for the re-runs and the reduction
+                t0 = time.monotonic()
                 findings = attribute_on_base(pull, tested, revisions)  # new in the PR, already on base, fixed by it
+                add_phase(tested.campaign, "on_base", t0)
+                t0 = time.monotonic()
                 reduce_findings(pull, tested, findings, revisions)     # smallest failing instances
+                add_phase(tested.campaign, "reduce", t0)
             return write_report(pull, tested, findings, revisions, broken)  # reproducers, report, since when
         except BaseException:
             # budget, cancellation or an internal error: what was gathered is written before anything else
@@ -537,8 +542,10 @@ def write_report(pull: PullRequest, tested: HeadRun, findings: list, revisions: 
     if broken:
         _add_import_findings(report, broken, pull, revisions)
     if options.check_repros and revisions.base_env is not None:
+        t0 = time.monotonic()
         attribution.check_on_base([f for f in report.findings if is_new(f)], options, revisions.base_env,
                                   until=clock.hard)
+        report.stats.setdefault("phase_seconds", {})["check_on_base"] = round(time.monotonic() - t0, 1)
     if report.findings and not campaign.interrupted:
         report.write(out)  # the scan's results are safe before bisection (its own budget) starts
         bisected = _bisect(pull.req.bisect, report.findings, pull.repo, pull.config, revisions.profiles,
