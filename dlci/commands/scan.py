@@ -10,7 +10,7 @@ HELP = "test a pull request: diff -> operators -> head run -> base attribution"
 DESCRIPTION = ("Scans the git repository it is run in (or --repo) from --base to --head. --sample NAME scans a "
                "bundled sample PR instead (a repository built from an installed frontend with one realistic converter "
                "edit).")
-RUN = RunOptionsGroup(budget=None, fail_on="new", budget_help="seconds for the whole scan (default: .dlci.yml or 175)")
+RUN = RunOptionsGroup(budget=None, fail_on="new", budget_help="seconds for the whole scan (default: .dlci.yml or 170)")
 
 
 def add_arguments(parser) -> None:

@@ -37,7 +37,7 @@ from dlci.directed import Search
 from dlci.errors import InfrastructureError
 from dlci.scan import attribution, coverage, imports, repo_tests, selection
 
-DEFAULT_BUDGET = 175.0  # a scan of a pull request is done within three minutes on two cores (the wall ends near it)
+DEFAULT_BUDGET = 170.0  # a scan of a pull request ends within three minutes on two cores (its wall ends near the budget)
 @dataclass
 class ScanRequest:
     repo: Path
