@@ -625,11 +625,18 @@ def _targets(analysis, config: Config, req: ScanRequest, pr: dict) -> tuple[dict
     plain = [t for t in wanted or [] if not t.startswith("rule.")]  # rule.<name>: selection.rule_targets
     reached = sorted({x for t in analysis.touches for x in t.targets})
     absent: dict[str, str] = {}  # device targets whose device is not here
-    chosen = targets.select(plain, absent) if plain else {} if wanted else targets.select("all", absent)
+    registry = targets.registry()
+    missing = [x for x in reached if x not in registry or registry[x].probe is None and not registry[x].available()]
+    if plain:
+        chosen = targets.select(plain, absent)
+    elif wanted:
+        chosen = {}
+    elif reached:  # only the targets the change reaches are probed (a device probe can take seconds)
+        chosen = targets.select([x for x in reached if x not in missing], absent) \
+            if len(missing) < len(reached) else {}
+    else:
+        chosen = targets.select("all", absent)
     if reached:
-        registry = targets.registry()
-        missing = [x for x in reached if x not in registry or registry[x].probe is None
-                   and not registry[x].available()]
         if missing:
             pr["targets_not_installed"] = missing
         chosen = {n: t for n, t in chosen.items() if n in reached}
