@@ -47,6 +47,7 @@ import re
 import statistics
 import subprocess
 import tempfile
+import threading
 import time
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -115,11 +116,23 @@ def scan(repo: Path, head_ref: str, out: Path, budget: float | None, timeout: fl
     if sources:
         cmd += ["--sources", sources]
     t0 = time.time()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
-        rc, err = proc.returncode, (proc.stderr or "")[-3000:]
-    except subprocess.TimeoutExpired as e:
-        rc, err = "timeout", str(e)[-2000:]
+    # the scan's progress, each line stamped with the seconds since it started, kept beside its output
+    # (OUT.log): where a scan's wall went
+    lines: list[str] = []
+    with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT) as proc:
+        timer = threading.Timer(timeout, proc.kill)
+        timer.start()
+        try:
+            for line in proc.stderr:
+                lines.append(f"{time.time() - t0:7.1f} {line.rstrip()}")
+        finally:
+            timer.cancel()
+        rc = proc.wait()
+        if rc < 0 and time.time() - t0 >= timeout:
+            rc = "timeout"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_name(out.name + ".log").write_text("\n".join(lines) + "\n")
+    err = "\n".join(line[8:] for line in lines)[-3000:]
     return {"exit": rc, "wall_seconds": round(time.time() - t0, 1), "stderr_tail": err, "command": " ".join(cmd)}
 
 
