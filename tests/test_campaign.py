@@ -289,3 +289,29 @@ def test_reproducer_checks_are_owed_by_what_each_signatures_test_costs_alone():
     on_device = campaign.record(Outcome("c", "onnx::Relu", "cuda", CRASH, "run", "ValueError", "relu", seconds=0.01),
                                 None)
     assert reproducers_owed(campaign, [on_device], workers=2) >= FRESH_CHECK_SECONDS
+
+
+def test_the_reduction_leaves_the_reproducer_checks_the_time_one_needs_to_start(tmp_path):
+    """A reproducer check does not start with less than MIN_CHECK_SECONDS before its deadline: the reduction stops
+    that much before it, however cheap the checks are estimated (a scan's head checks were all skipped: the
+    reduction ran until 2 s before the deadline, their estimate)."""
+    import time as _time
+
+    from dlci.campaign import stages
+    from dlci.campaign.options import RunOptions
+    from dlci.campaign.reproduction import MIN_CHECK_SECONDS
+    from dlci.campaign.state import Campaign
+    from dlci.findings import Finding
+
+    campaign = Campaign(instances={}, targets={"t": type("T", (), {"modules": ()})()})
+    finding = Finding(id="F001", oracle="crash", operator="onnx::Relu", target="t", target_version="1",
+                      symptom="ValueError", stage="convert", signature="t|convert|onnx::Relu|ValueError",
+                      message="m", instance_id="missing", origin={})
+    options = RunOptions(out=tmp_path, budget=170.0)
+    assert options.check_repros and options.reduce
+    now = _time.monotonic()
+    # an engine of None: a reduction that started would fail on it
+    stages.reduce([finding], campaign, None, options, until=now + 60, hard_until=now + MIN_CHECK_SECONDS + 2)
+    assert finding.reduction is None
+    with pytest.raises(Exception):  # with the time to spare, the reduction does start
+        stages.reduce([finding], campaign, None, options, until=now + 60, hard_until=now + 60)

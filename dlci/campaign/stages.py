@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from dlci.campaign.options import RunOptions
-from dlci.campaign.reproduction import reproducers_owed
+from dlci.campaign.reproduction import MIN_CHECK_SECONDS, reproducers_owed
 from dlci.campaign.state import Campaign
 from dlci.exec import Engine
 from dlci.findings import Finding
@@ -60,7 +60,8 @@ def reduce(findings: list[Finding], campaign: Campaign, engine: Engine, options:
     from dlci.reduce import engine_runner, reduce_instance
     if hard_until is not None and options.check_repros and until is not None:
         owed = reproducers_owed(campaign, [campaign.base_signature(f.signature) for f in findings], options.workers)
-        until = min(until, hard_until - 1.2 * owed)
+        # a check does not start with less than MIN_CHECK_SECONDS left: at least that much stays for them
+        until = min(until, hard_until - max(1.2 * owed, MIN_CHECK_SECONDS + 1.0 if findings else 0.0))
     # a failure that needs several operators first: the hardest to cut down by hand, and what no single-operator
     # test finds; a single operator's failure in a graph is cut to that operator in one step — so the first get
     # MULTI_OPERATOR_SHARE times the time of the others

@@ -28,7 +28,7 @@ from typing import Callable
 from dlci.campaign import Campaign, Clock, RunOptions, publish, stages
 from dlci.campaign.state import add_phase
 from dlci.campaign.execution import execute, open_engine
-from dlci.campaign.reproduction import reproducers_owed
+from dlci.campaign.reproduction import MIN_CHECK_SECONDS, reproducers_owed
 from dlci.config import CONFIG_FILE, Config, ConfigError
 from dlci.findings import is_new
 from dlci.report.document import Report
@@ -505,7 +505,8 @@ def _new_checks_owed(campaign: Campaign, findings: list, options: RunOptions, on
     """Seconds the reproducers of the new findings owe: their checks alone on base (a fresh interpreter each) and,
     ``on_head``, on head (a warm one)."""
     new = [campaign.base_signature(f.signature) for f in findings if is_new(f)] if options.check_repros else []
-    head = reproducers_owed(campaign, new, options.workers) if on_head else 0.0
+    # a check does not start with less than MIN_CHECK_SECONDS left before its deadline
+    head = max(MIN_CHECK_SECONDS, reproducers_owed(campaign, new, options.workers)) if on_head and new else 0.0
     return head + BASE_CHECK_SECONDS * -(-len(new) // max(1, options.workers))
 
 
