@@ -219,3 +219,28 @@ def test_scan_works_on_the_repository_it_is_run_in_and_refuses_outside_one(tmp_p
     monkeypatch.chdir(outside)
     assert main(["scan", "--base", "main", "--head", "pr", "--out", str(tmp_path / "o2")]) == EXIT_USAGE
     assert main(["ops", "--base", "main", "--head", "pr"]) == EXIT_USAGE
+
+
+@pytest.mark.parametrize("yml, says", [
+    ("python_path: [src]\n", "is not importable with python_path"),
+    ("python_path: [python]\nenv:\n  TVM_LIBRARY_PATH: /nonexistent/lib\n", "cannot import"),
+])
+def test_a_head_checkout_the_tests_do_not_import_stops_the_scan_with_exit_3_and_no_report(tmp_path, capsys, yml,
+                                                                                           says):
+    """The proof that the tests import the checkout runs beside the first tests: when it fails they stop, the scan
+    exits 3 naming what to set, and no report of other code than the PR's is written."""
+    import time as _time
+    repo, base, head = samples.build("tvm-elu-minimum", tmp_path / "repo")
+    git(repo, "checkout", "-q", head)
+    (repo / ".dlci.yml").write_text(yml)  # how the head builds and imports itself is the head's to say
+    (repo / "src").mkdir()
+    (repo / "src" / "README").write_text("an entry that holds none of the converter files\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "config")
+    t0 = _time.monotonic()
+    code, doc = scan(tmp_path, "--repo", str(repo), "--base", base, "--head", "HEAD", "--budget", "120",
+                     "--targets", "tvm.from_exported_program")
+    assert code == ExitCode.INTERNAL
+    assert says in capsys.readouterr().err
+    assert doc == {}  # no findings.json
+    assert _time.monotonic() - t0 < 90

@@ -60,7 +60,7 @@ class RunInfo:
     crashed_workers: int = 0       # workers that died unexpectedly or were killed for timeout/oom
     respawns: int = 0              # workers started to replace a dead one
     interrupted: bool = False      # SIGTERM/SIGINT, or the deadline left jobs undispatched
-    reason: str = ""               # "SIGTERM", "SIGINT", "deadline" or ""
+    reason: str = ""               # "SIGTERM", "SIGINT", "deadline", a stop()'s reason or ""
     busy_seconds: list = field(default_factory=list)     # per worker slot: time spent on jobs
     wall: float = 0.0
     startup_seconds: list = field(default_factory=list)  # per worker process started in this run: spawn->ready
@@ -231,6 +231,7 @@ class Engine:
         self._sel = selectors.DefaultSelector()
         self._ctx: _RunCtx | None = None
         self._signal: int | None = None
+        self._stop: str | None = None  # stop(): why every run ends now, from any thread
         self._last_mem = 0.0
         self._closed = False
         self.startup_log: list[dict] = []  # every worker start: slot, seconds, worker-side info
@@ -280,8 +281,9 @@ class Engine:
         clean = False
         try:
             while True:
-                if self._signal is not None:
-                    info.interrupted, info.reason = True, _signal_name(self._signal)
+                if self._signal is not None or self._stop is not None:
+                    info.interrupted = True
+                    info.reason = _signal_name(self._signal) if self._signal is not None else self._stop
                     self._kill_all("interrupt")
                     break
                 if dispatching and deadline is not None and time.monotonic() >= deadline:
@@ -315,6 +317,11 @@ class Engine:
         info.not_started = len(pending)
         info.wall = time.monotonic() - t0
         return info
+
+    def stop(self, reason: str) -> None:
+        """End the running (and every later) ``run`` now, its jobs killed: a caller's other thread learnt that the
+        results would be worthless (the code under test is not the revision's)."""
+        self._stop = reason
 
     def close(self) -> None:
         if self._closed:

@@ -20,7 +20,9 @@ import dataclasses
 import json
 import shutil
 import tempfile
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -341,11 +343,18 @@ class Revisions:
         self.base_env: dict | None = None
         self.base_build = pull.config.with_build_of(pull.base_config)  # the base builds as its own file says
         self.skip_files: set[str] = set()  # changed files that do not import at head: not traced, not proven
+        # proving a checkout imports its frontend in a fresh interpreter, and the base may have a build to run:
+        # seconds each, done beside the head's first tests (head_proof, base_ready)
+        self._background = ThreadPoolExecutor(2, thread_name_prefix="dlci-revisions")
+        self._base_lock = threading.Lock()
+        self.head_proof: Future | None = None
+        self._base_ready: Future | None = None
 
     def __enter__(self) -> "Revisions":
         return self
 
     def __exit__(self, *exc) -> None:
+        self._background.shutdown(wait=True)  # nothing is removed under a proof or a build still running
         for c in self.checkouts.values():
             c.remove()
         shutil.rmtree(self.workdir, ignore_errors=True)
@@ -366,10 +375,21 @@ class Revisions:
         return head
 
     def checkout_head(self, converter_files: list[str]):
-        """The head revision, proven to be what the tests import."""
+        """The head revision, whose proof that it is what the tests import starts now, beside them
+        (:attr:`head_proof`; :meth:`head_proven` waits for it)."""
         head = self.prepare_head()
-        prove_checkout(head, converter_files, self.python_path(self.pull.config), self.head_env, ".dlci.yml")
+        if self.head_proof is None:
+            self.head_proof = self._background.submit(prove_checkout, head, converter_files,
+                                                      self.python_path(self.pull.config), self.head_env, ".dlci.yml")
         return head
+
+    def head_proven(self) -> None:
+        """Wait for the head's proof; its InfrastructureError (exit 3: the tests import other code) is raised."""
+        if self.head_proof is not None:
+            self.head_proof.result()
+
+    def head_disproven(self) -> bool:
+        return self.head_proof is not None and self.head_proof.done() and self.head_proof.exception() is not None
 
     @property
     def head(self):
@@ -378,21 +398,35 @@ class Revisions:
     def prepare_base(self) -> dict:
         """The base revision's worktree, built as its own .dlci.yml says; its environment."""
         from dlci.checkout import Checkout
-        if self.base_env is None:
-            pull = self.pull
-            base = self.checkouts["base"] = Checkout.create(pull.repo.path, pull.repo.base, self.workdir, "base")
-            base.prepare(self.base_build, self.profiles)
-            self.base_env = base.env(self.base_build, *self.defaults)
-        return self.base_env
+        with self._base_lock:
+            if self.base_env is None:
+                pull = self.pull
+                base = Checkout.create(pull.repo.path, pull.repo.base, self.workdir, "base")
+                self.checkouts["base"] = base
+                base.prepare(self.base_build, self.profiles)
+                self.base_env = base.env(self.base_build, *self.defaults)
+            return self.base_env
+
+    def base_in_background(self, converter_files: list[str]) -> None:
+        """Check out, build and prove the base revision beside the head's tests: the divergence search and the
+        re-runs on base find it ready. Its errors come from :meth:`checkout_base`, where they always did."""
+        if self._base_ready is None:
+            self._base_ready = self._background.submit(self._checkout_base, converter_files)
 
     def checkout_base(self, converter_files: list[str]) -> dict:
         """The base revision, proven to be what its tests import; its environment."""
+        if self._base_ready is not None:
+            return self._base_ready.result()
+        return self._checkout_base(converter_files)
+
+    def _checkout_base(self, converter_files: list[str]) -> dict:
         env = self.prepare_base()
         base = self.checkouts["base"]
-        if not getattr(base, "proven", False):
-            prove_checkout(base, [f for f in converter_files if (base.path / f).is_file()],
-                           self.python_path(self.base_build), env, f"{CONFIG_FILE} of the base revision")
-            base.proven = True
+        with self._base_lock:
+            if not getattr(base, "proven", False):
+                prove_checkout(base, [f for f in converter_files if (base.path / f).is_file()],
+                               self.python_path(self.base_build), env, f"{CONFIG_FILE} of the base revision")
+                base.proven = True
         return env
 
 
@@ -429,6 +463,10 @@ def test_head(pull: PullRequest, chosen: Selection, revisions: Revisions) -> Hea
     try:
         clock.testing_starts()
         with open_engine(options, campaign.targets, env=revisions.head_env, twin=pair) as engine:
+            # the head's proof runs beside the first tests: if the tests import other code, they stop at once
+            revisions.head_proof.add_done_callback(
+                lambda proof: proof.exception() is not None and engine.stop("the head checkout is not what is imported"))
+            revisions.base_in_background(converter_files)  # ready when the search or the re-runs on base need it
             # the operators' own tests first; the directed search while changed code is left unreached; the fuzz
             # share's graphs after them, in what is left
             end = clock.tests_until if fuzz is None else \
@@ -438,6 +476,7 @@ def test_head(pull: PullRequest, chosen: Selection, revisions: Revisions) -> Hea
                 execute(campaign, tests, engine, options, trace_files=trace, until=until, hard_until=clock.hard,
                         watch=search.watch() if search else (),
                         reaches_change=coverage.reach_test(head.path, converter_files, pull.repo), fingerprint=pair)
+            revisions.head_proven()
             if search is not None and not campaign.interrupted and time.monotonic() < end - 5:
                 if pair:
                     engine.set_twin_env(revisions.checkout_base(converter_files))
@@ -445,9 +484,11 @@ def test_head(pull: PullRequest, chosen: Selection, revisions: Revisions) -> Hea
                           pair)
             if fuzz is not None and not campaign.interrupted:
                 _fuzz(campaign, fuzz, engine, options, clock, say)
+            revisions.head_proven()
     except BaseException:
         campaign.interrupted = True
-        stages.report(campaign, stages.collect(campaign), pr=pull.pr).write(pull.out)
+        if not revisions.head_disproven():  # results of other code than the PR's are no report
+            stages.report(campaign, stages.collect(campaign), pr=pull.pr).write(pull.out)
         raise
     return run
 
