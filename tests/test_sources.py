@@ -16,7 +16,9 @@ from dlci.sources import SOURCES, Source, load, load_with_stats, stable_seed, su
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "tests" / "fixtures" / "harvest_suite"
-OPINFO_OPS = ["nn.functional.elu", "add", "cat", "nn.functional.conv2d", "linalg.vector_norm", "bernoulli"]
+# einsum and embedding: OpInfo calls them through a lambda that swaps the first two arguments
+OPINFO_OPS = ["nn.functional.elu", "add", "cat", "nn.functional.conv2d", "linalg.vector_norm", "bernoulli", "einsum",
+              "nn.functional.embedding"]
 
 
 def _np(x):
@@ -95,7 +97,8 @@ def test_opinfo_instances_reproduce_the_opinfo_call(opinfo_harvest):
     from dlci.models.rebuild import torch_call
     instances, stats, _ = opinfo_harvest
     ops = {i.op for i in instances}
-    assert {"aten::elu", "aten::add", "aten::cat", "aten::conv2d", "aten::linalg_vector_norm"} <= ops
+    assert {"aten::elu", "aten::add", "aten::cat", "aten::conv2d", "aten::linalg_vector_norm", "aten::einsum",
+            "aten::embedding"} <= ops
     assert "aten::bernoulli" not in ops and stats["skipped"].get("op:random", 0) >= 1
     assert all(i.call["kind"] == "torch_fn" and i.origin.source == "opinfo" for i in instances)
     assert {i.call["fn"] for i in instances if i.op == "aten::elu"} == {"torch.nn.functional.elu"}
@@ -118,6 +121,7 @@ def test_opinfo_instances_reproduce_the_opinfo_call(opinfo_harvest):
             np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-6, equal_nan=True)
         checked += 1
     assert checked >= 5
+    assert {i.call["fn"] for i in instances if i.op == "aten::einsum"} == {"torch.einsum"}
     # dtype partitions beyond float32 where the OpInfo supports them
     assert any(i.inputs[0].dtype == "int64" for i in instances if i.op == "aten::add")
 

@@ -34,6 +34,17 @@ _EXTRA_DTYPES = ("int64", "bool", "int32", "uint8", "int8", "int16", "float64", 
 _MAIN_DTYPES = ("float32", "int64", "int32", "bool", "uint8", "int16", "int8", "float64", "complex64")
 
 
+# OpInfos whose function is a lambda that only swaps the first two arguments of a public function
+# (``lambda tensors, equation: torch.einsum(equation, tensors)``): the sample is OpInfo's input then its args, the
+# call is that function with the two swapped; OpInfo's own tests run them through the same lambda
+SWAPPED_FIRST_TWO = {
+    ("einsum", ""): "torch.einsum",
+    ("nn.functional.embedding", ""): "torch.nn.functional.embedding",
+    ("nn.functional.embedding_bag", ""): "torch.nn.functional.embedding_bag",
+    ("special.polygamma", "special_polygamma_n_0"): "torch.special.polygamma",
+}
+
+
 def op_id(op) -> str:
     """``aten::<name>``: OpInfo's aten_name with python namespaces turned into aten's spelling."""
     name = op.aten_name or op.name
@@ -46,6 +57,9 @@ def fn_path(op) -> str | None:
     """A public dotted path that imports to exactly ``op.op``, or None."""
     import torch
     f = op.op
+    swapped = SWAPPED_FIRST_TWO.get((op.name, op.variant_test_name or ""))
+    if swapped is not None:
+        return swapped if try_resolve(swapped) is not None else None
     cands = [f"torch.{op.name}"]
     name, mod, qual = (getattr(f, a, None) for a in ("__name__", "__module__", "__qualname__"))
     if isinstance(mod, str) and isinstance(qual, str) and "<" not in qual:
@@ -232,11 +246,18 @@ class OpInfoSource(Source):
         if sample.kwargs.get(RANDOM_ONLY_BY.get(op.name, ""), 0):
             self.skip("random-argument")
             return None
+        variant = op.variant_test_name or ""
         slots = Slots()
         try:
             if not any(isinstance(t, torch.Tensor) for t in _flat(sample.input)) and op.name not in VALUES_UNDEFINED:
                 raise Unencodable("no-tensor-input")
-            args = [encode(sample.input, slots)] + [encode(a, slots) for a in sample.args]
+            if (op.name, variant) in SWAPPED_FIRST_TWO:
+                if not sample.args:
+                    raise Unencodable("no-second-argument")
+                args = [encode(sample.args[0], slots), encode(sample.input, slots)] + \
+                    [encode(a, slots) for a in sample.args[1:]]
+            else:
+                args = [encode(sample.input, slots)] + [encode(a, slots) for a in sample.args]
             kwargs = {name: encode(v, slots) for name, v in sample.kwargs.items()}
             if sum(a.size for a in slots.arrays) > self.max_elements:
                 # reference inputs include exhaustive value grids of millions of elements: too big to ship around
