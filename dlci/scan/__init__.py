@@ -73,6 +73,8 @@ def _scan(req: ScanRequest) -> Report:
         return report_nothing_to_test(pull, chosen)
     with Revisions(pull) as revisions:
         broken = check_imports(pull, chosen, revisions)  # changed converter files imported at head (and base)
+        if chosen.nothing is None:  # the head's proof runs from now on, beside the repository's tests and the first
+            revisions.checkout_head(_converter_files(pull, revisions))  # of the operators'
         if pull.req.repo_tests:  # the models the repository's own tests hand the frontend, recorded on head
             repo_tests.add_to_selection(pull, chosen, revisions)
         if chosen.nothing is not None:
@@ -432,13 +434,18 @@ class Revisions:
 
 # -- 3. testing the head revision ------------------------------------------------------------------------------------
 
+def _converter_files(pull: PullRequest, revisions: Revisions) -> list[str]:
+    """The changed converter files the head's tests trace: those that import at head."""
+    return [f for f in selection.converter_files(pull.analysis) if f not in revisions.skip_files]
+
+
 def test_head(pull: PullRequest, chosen: Selection, revisions: Revisions) -> HeadRun:
     """The operators' own tests (edited lines first), then the directed search while changed code is left
     unreached, then the fuzz share's generated graphs, all on the head revision's code with its converter files
     traced."""
     from dlci import operators
     analysis, options, clock, say = pull.analysis, pull.options, pull.clock, pull.say
-    converter_files = [f for f in selection.converter_files(analysis) if f not in revisions.skip_files]
+    converter_files = _converter_files(pull, revisions)
     head = revisions.checkout_head(converter_files)
     trace = tuple(str((head.path / f).resolve()) for f in converter_files)
     search = Search.of(pull.repo, converter_files, analysis.touches, head.path) \
