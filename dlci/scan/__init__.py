@@ -39,7 +39,7 @@ from dlci.directed import Search
 from dlci.errors import InfrastructureError
 from dlci.scan import attribution, coverage, imports, repo_tests, selection
 
-DEFAULT_BUDGET = 170.0  # a scan of a pull request ends within three minutes on two cores (its wall ends near the budget)
+DEFAULT_BUDGET = 170.0  # a scan of a pull request ends within three minutes on two cores (its wall ends near it)
 @dataclass
 class ScanRequest:
     repo: Path
@@ -472,7 +472,7 @@ def test_head(pull: PullRequest, chosen: Selection, revisions: Revisions) -> Hea
         with open_engine(options, campaign.targets, env=revisions.head_env, twin=pair) as engine:
             # the head's proof runs beside the first tests: if the tests import other code, they stop at once
             revisions.head_proof.add_done_callback(
-                lambda proof: proof.exception() is not None and engine.stop("the head checkout is not what is imported"))
+                lambda proof: proof.exception() is not None and engine.stop("the head checkout is not imported"))
             revisions.base_in_background(converter_files)  # ready when the search or the re-runs on base need it
             # the operators' own tests first; the directed search while changed code is left unreached; the fuzz
             # share's graphs after them, in what is left
