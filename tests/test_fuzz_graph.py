@@ -372,3 +372,20 @@ def test_a_crash_localised_to_one_operator_is_what_that_operator_says_alone():
     assert graph.message.lstrip("- ").startswith("Conv"), graph.message[:80]  # what the converter says first
     modules = get("openvino.onnx").modules
     assert signature(graph, modules) == signature(alone, modules)
+
+
+def test_a_small_integer_constant_two_nodes_take_is_one_initializer_and_weights_stay_apart():
+    """Exporters write a shape or axes list that several nodes take as one initializer; an importer that consumes
+    an initializer at its first use (TVM's ONNX frontend before #17350) fails at the second. Weights stay apart:
+    the input search varies each on its own."""
+    from dlci.fuzz.build import Builder
+    b = Builder([Value("x", (2, 6)), Value("y", (2, 6))])
+    r1 = b.one("Reshape", ["x", b.const([3, 4], dtype="int64")])
+    r2 = b.one("Reshape", ["y", b.const([3, 4], dtype="int64")])
+    w1, w2 = b.const(np.ones((4, 4), np.float32)), b.const(np.ones((4, 4), np.float32))
+    out = b.one("Add", [b.one("MatMul", [r1, w1]), b.one("MatMul", [r2, w2])])
+    model = b.graph([out]).to_onnx()
+    inits = {i.name for i in model.graph.initializer}
+    shape_inputs = [n.input[1] for n in model.graph.node if n.op_type == "Reshape"]
+    assert len(shape_inputs) == 2 and shape_inputs[0] == shape_inputs[1] and shape_inputs[0] in inits
+    assert w1 != w2 and {w1, w2} <= inits

@@ -24,6 +24,7 @@ class ValueDomainError(GraphError):
 
 
 VALUE_LIMIT = 1e4  # larger values test overflow more than the compiler
+SHARED_CONSTANT_MAX = 8  # integer constants up to this many elements are shared by the nodes that take them
 
 
 class Builder:
@@ -53,6 +54,12 @@ class Builder:
         a = np.asarray(value, dtype=dtype) if dtype else np.asarray(value)
         if a.dtype == np.float64 and dtype is None:
             a = a.astype(np.float32)
+        if a.dtype.kind in "iub" and a.size <= SHARED_CONSTANT_MAX:
+            # a shape, axes or index list another node already takes is the same initializer, as exporters write
+            # it: an importer that consumes an initializer at its first use fails at the second
+            for name, have in self.constants.items():
+                if have.dtype == a.dtype and have.shape == a.shape and np.array_equal(have, a):
+                    return name
         name = self.fresh(hint)
         self.constants[name] = np.require(a, requirements="C")
         self.types[name] = (tuple(a.shape), a.dtype.name)
