@@ -52,14 +52,17 @@ MULTI_OPERATOR_SHARE = 3.0  # a multi-operator finding's reduction time, in shar
 
 
 def reduce(findings: list[Finding], campaign: Campaign, engine: Engine, options: RunOptions, *,
-           until: float | None = None, hard_until: float | None = None) -> None:
+           until: float | None = None, hard_until: float | None = None,
+           checks_for: list[Finding] | None = None) -> None:
     """Shrink each finding's representative, in the order given, while it still fails the same way (the finding's
     signature), in the campaign's own workers; a reduced instance that failed again on its confirmation run becomes
     the finding's representative. ``until``: no reduction starts after it, and each gets a fair share of what is
-    left; ``hard_until``: the reproducer checks of all findings keep their time before it."""
+    left; ``hard_until``: the reproducer checks of all findings (``checks_for``, else these) keep their time
+    before it."""
     from dlci.reduce import engine_runner, reduce_instance
     if hard_until is not None and options.check_repros and until is not None:
-        owed = reproducers_owed(campaign, [campaign.base_signature(f.signature) for f in findings], options.workers)
+        checked = findings if checks_for is None else checks_for
+        owed = reproducers_owed(campaign, [campaign.base_signature(f.signature) for f in checked], options.workers)
         # a check does not start with less than MIN_CHECK_SECONDS left: at least that much stays for them
         until = min(until, hard_until - max(1.2 * owed, MIN_CHECK_SECONDS + 1.0 if findings else 0.0))
     # a failure that needs several operators first: the hardest to cut down by hand, and what no single-operator

@@ -560,6 +560,9 @@ def _new_checks_owed(campaign: Campaign, findings: list, options: RunOptions, on
 
 # -- 5. reduction ----------------------------------------------------------------------------------------------------
 
+OLD_REDUCTION_MIN_SECONDS = 20.0  # left of the reduction's window before a finding already on base is reduced
+
+
 def reduce_findings(pull: PullRequest, tested: HeadRun, findings: list, revisions: Revisions) -> None:
     """What the PR broke first, shrunk to its smallest failing instance on the head revision."""
     findings.sort(key=lambda f: not is_new(f))  # what the PR broke first: reduced and reproduced first
@@ -567,8 +570,16 @@ def reduce_findings(pull: PullRequest, tested: HeadRun, findings: list, revision
     if options.reduce and findings and not campaign.interrupted:
         with attribution.engine_for(options, campaign.targets, revisions.head_env, "reduce") as engine:
             # the head's checks are reserved by reduce itself, the base's here
-            stages.reduce(findings, campaign, engine, options, until=clock.post(0.75),
-                          hard_until=clock.hard - _new_checks_owed(campaign, findings, options, on_head=False))
+            hard = clock.hard - _new_checks_owed(campaign, findings, options, on_head=False)
+            new = [f for f in findings if is_new(f)]
+            old = [f for f in findings if not is_new(f)]
+            # the new findings get the window; those already on base what is left of it, if a reduction fits
+            # (one that starts short of time overruns it, and the reproducers' checks pay)
+            for group in (new, old):
+                until = clock.post(0.75)
+                if group and (group is new or until - time.monotonic() >= OLD_REDUCTION_MIN_SECONDS):
+                    stages.reduce(group, campaign, engine, options, until=until, hard_until=hard,
+                                  checks_for=findings)
 
 
 # -- 6. the report ---------------------------------------------------------------------------------------------------
