@@ -96,6 +96,7 @@ class DirectedStream:
         # statement a value class no test gave it before is varied first, as new coverage is in a greybox fuzzer
         self.values: dict[tuple[str, str], set[str]] = {}
         self.novel: dict[str, tuple[Instance, set[str]]] = {}
+        self.drawn = Counter()  # operator -> phase-2 draws of its instances (each operator gets its turn)
         # the divergence search (dlci.directed.divergence): in the second phase, what reached changed code runs on
         # the base revision too (``pair``: the engine has twin workers); where the revisions differ is varied first
         self.pair, self.phase = pair, 1
@@ -340,7 +341,7 @@ class DirectedStream:
         if self.anywhere and self.removed and self.rng.random() < 0.75:
             # what the deleted registration served first: its operator's tests
             reachers = [r for r in reachers if self.operators_of(r[0]) & self.removed] or reachers
-        inst, targets = reachers[int(self.rng.integers(len(reachers)))]
+        inst, targets = self._by_operator(reachers)
         if self.depth.get(inst.id, 0) >= MAX_DEPTH:
             return []
         muts = M.for_instance(inst)
@@ -357,6 +358,20 @@ class DirectedStream:
             if made:
                 return self._emit(made[0], muts[k].name, self.depth.get(inst.id, 0) + 1, targets)
         return []
+
+    def _by_operator(self, entries: list[tuple[Instance, set[str]]]) -> tuple[Instance, set[str]]:
+        """One of ``entries``, of the operator drawn least so far (ties at random), then any of its instances: an
+        operator with many reaching or diverging tests does not take the draws of the others (a group_norm whose
+        graphs diverged everywhere left unflatten, where the bug shows, a few mutants)."""
+        groups: dict[str, list] = {}
+        for entry in entries:
+            groups.setdefault(entry[0].op, []).append(entry)
+        least = min(self.drawn[op] for op in groups)
+        ops = sorted(op for op in groups if self.drawn[op] == least)
+        op = ops[int(self.rng.integers(len(ops)))]
+        self.drawn[op] += 1
+        group = groups[op]
+        return group[int(self.rng.integers(len(group)))]
 
     def observe(self, test: Test, outcome, new_signature: bool) -> None:
         self.stats["tests"] += 1
