@@ -313,5 +313,5 @@ def test_the_reduction_leaves_the_reproducer_checks_the_time_one_needs_to_start(
     # an engine of None: a reduction that started would fail on it
     stages.reduce([finding], campaign, None, options, until=now + 60, hard_until=now + MIN_CHECK_SECONDS + 2)
     assert finding.reduction is None
-    with pytest.raises(Exception):  # with the time to spare, the reduction does start
-        stages.reduce([finding], campaign, None, options, until=now + 60, hard_until=now + 60)
+    with pytest.raises(KeyError, match="missing"):  # with the time to spare, the reduction does start (and
+        stages.reduce([finding], campaign, None, options, until=now + 60, hard_until=now + 60)  # looks it up)
