@@ -136,6 +136,17 @@ def scan(repo: Path, head_ref: str, out: Path, budget: float | None, timeout: fl
     return {"exit": rc, "wall_seconds": round(time.time() - t0, 1), "stderr_tail": err, "command": " ".join(cmd)}
 
 
+def _reproducer_checks(new: list[dict]) -> dict:
+    """Of the new findings' reproducers: how many were checked failing alone on head, passing on base, and how many
+    were left unchecked on either (the budget)."""
+    return {"new": len(new),
+            "fail_on_head": sum(f.get("repro_checked") is True for f in new),
+            "pass_on_base": sum(f.get("repro_passes_on_base") is True for f in new),
+            "fail_on_base": sum(f.get("repro_passes_on_base") is False for f in new),
+            "unchecked_on_head": sum(f.get("repro_checked") is None for f in new),
+            "unchecked_on_base": sum(f.get("repro_passes_on_base") is None for f in new)}
+
+
 def judge(case: dict, out: Path, run: dict) -> dict:
     """caught / missed (+reason) for a regression; false alarms for a refactor."""
     case_ops = set().union(*(_canon(o) for o in case["operators"]))
@@ -167,8 +178,11 @@ def judge(case: dict, out: Path, run: dict) -> dict:
         touched_operators=sorted(touched), mapped=bool(touched & case_ops),
         findings=len(findings), new_in_pr=len(new), new_in_pr_on_operator=len(new_on_op),
         on_operator_but_base=sum(1 for f in on_op if not f.get("new_in_pr")),
-        new_findings=[{k: f.get(k) for k in ("operator", "target", "symptom", "stage", "oracle", "reaches_change")}
+        new_findings=[{k: f.get(k) for k in ("operator", "target", "symptom", "stage", "oracle", "reaches_change",
+                                             "repro_checked", "repro_passes_on_base")}
                       for f in new][:6],
+        # the check the issue names: each new finding's reproducer fails on head and passes on base (None: not run)
+        reproducers=_reproducer_checks(new),
         tests_run=(doc.get("stats") or {}).get("tests_run"), instances_selected=pr.get("instances_selected"),
         changed_statements=cov.get("changed_statements"), reached_statements=cov.get("reached_statements"),
         instances_reaching=cov.get("instances_reaching"),
@@ -496,6 +510,9 @@ def main():
         "scan_wall_seconds": {"median": round(statistics.median(walls), 1) if walls else None,
                               "max": max(walls) if walls else None, "n": len(walls)},
         "total_seconds": round(time.time() - t_all, 1),
+        "reproducers_of_new_findings": {k: sum((r.get("reproducers") or {}).get(k, 0) for r in rows)
+                                        for k in ("new", "fail_on_head", "pass_on_base", "fail_on_base",
+                                                  "unchecked_on_head", "unchecked_on_base")},
         **({"baseline_sources": args.baseline_sources,
             "baseline_caught": sum((r.get("baseline") or {}).get("outcome") == "caught" for r in reg),
             "baseline_refactors_with_false_alarm": sum((r.get("baseline") or {}).get("outcome") == "false_alarm"
@@ -550,6 +567,10 @@ def main():
           f"{summary['refactors']} with findings new in PR; scan wall median {summary['scan_wall_seconds']['median']}"
           f" s, max {summary['scan_wall_seconds']['max']} s ({os.cpu_count()} cores); total "
           f"{summary['total_seconds']} s")
+    rc = summary["reproducers_of_new_findings"]
+    print(f"reproducers of {rc['new']} new findings: {rc['fail_on_head']} fail alone on head "
+          f"({rc['unchecked_on_head']} unchecked), {rc['pass_on_base']} pass on base ({rc['fail_on_base']} fail there, "
+          f"{rc['unchecked_on_base']} unchecked)")
     print_arms(summary["per_family"], arms, arms_skipped)
     if args.json:
         args.json.write_text(json.dumps({"summary": summary, "cases": rows}, indent=1) + "\n")

@@ -315,3 +315,36 @@ def test_the_reduction_leaves_the_reproducer_checks_the_time_one_needs_to_start(
     assert finding.reduction is None
     with pytest.raises(KeyError, match="missing"):  # with the time to spare, the reduction does start (and
         stages.reduce([finding], campaign, None, options, until=now + 60, hard_until=now + 60)  # looks it up)
+
+
+def test_the_checks_on_base_are_reserved_at_the_base_revisions_measured_import_time(tmp_path):
+    """Each new finding's reproducer is checked alone on base in a fresh interpreter. The scan reserves that time
+    before the head's checks and the reduction; at a flat 15 s a check, three TVM findings took the head checks'
+    whole window, where the checks took 4-11 s. With the base's proof measured, the reservation follows it, and
+    never drops below what one check needs to start."""
+    from types import SimpleNamespace
+
+    from dlci.campaign.options import RunOptions
+    from dlci.campaign.reproduction import MIN_CHECK_SECONDS
+    from dlci.campaign.state import Campaign
+    from dlci.outcome import CRASH, Outcome
+    from dlci.scan import BASE_CHECK_SECONDS, _new_checks_owed
+
+    campaign = Campaign(instances={}, targets={"t": type("T", (), {"modules": ()})()})
+    findings = []
+    for n, op in enumerate(("onnx::Relu", "onnx::Conv", "onnx::Gemm")):
+        sig = campaign.record(Outcome(str(n), op, "t", CRASH, "convert", "ValueError", op, seconds=0.2), None)
+        findings.append(SimpleNamespace(signature=sig, new_in_pr=True, known=None, base={"status": "pass"}))
+    options = RunOptions(out=tmp_path, budget=170.0, workers=2)
+    unmeasured = _new_checks_owed(campaign, findings, options, SimpleNamespace(base_import_seconds=None), False)
+    assert unmeasured == 2 * BASE_CHECK_SECONDS  # three checks, two at once: two rounds
+    measured = _new_checks_owed(campaign, findings, options, SimpleNamespace(base_import_seconds=3.0), False)
+    assert MIN_CHECK_SECONDS <= measured < unmeasured / 2
+    # a slow import is capped at the unmeasured figure; a fast one still leaves a check the time to start
+    assert _new_checks_owed(campaign, findings, options, SimpleNamespace(base_import_seconds=60.0), False) \
+        == unmeasured
+    assert _new_checks_owed(campaign, findings[:1], options, SimpleNamespace(base_import_seconds=0.1), False) \
+        == MIN_CHECK_SECONDS
+    # no new finding owes nothing
+    old = [SimpleNamespace(**{**vars(f), "new_in_pr": False}) for f in findings]
+    assert _new_checks_owed(campaign, old, options, SimpleNamespace(base_import_seconds=3.0), True) == 0.0

@@ -351,6 +351,9 @@ class Revisions:
         self._base_lock = threading.Lock()
         self.head_proof: Future | None = None
         self._base_ready: Future | None = None
+        # a fresh interpreter of the base environment importing the changed converters (its proof): what a
+        # reproducer checked alone on base pays before its test (None: not measured)
+        self.base_import_seconds: float | None = None
 
     def __enter__(self) -> "Revisions":
         return self
@@ -426,8 +429,12 @@ class Revisions:
         base = self.checkouts["base"]
         with self._base_lock:
             if not getattr(base, "proven", False):
-                prove_checkout(base, [f for f in converter_files if (base.path / f).is_file()],
-                               self.python_path(self.base_build), env, f"{CONFIG_FILE} of the base revision")
+                files = [f for f in converter_files if (base.path / f).is_file()]
+                t0 = time.monotonic()
+                prove_checkout(base, files, self.python_path(self.base_build), env,
+                               f"{CONFIG_FILE} of the base revision")
+                if files:
+                    self.base_import_seconds = time.monotonic() - t0
                 base.proven = True
         return env
 
@@ -502,7 +509,10 @@ def test_head(pull: PullRequest, chosen: Selection, revisions: Revisions) -> Hea
 
 # -- 4. attribution on the base revision -----------------------------------------------------------------------------
 
-BASE_CHECK_SECONDS = 15.0  # a reproducer run alone on base: a fresh interpreter importing the framework and compiler
+BASE_CHECK_SECONDS = 15.0  # a reproducer run alone on base, unmeasured: a fresh interpreter importing the framework
+# and compiler (TVM's torch frontend: 4-11 s here)
+BASE_IMPORT_MARGIN = 1.5  # on the base's measured import time (its proof), for what a reproducer imports beyond it
+FRESH_START_SECONDS = 1.0  # a fresh interpreter's first export and compile, beyond the test's time in a warm worker
 
 
 def attribute_on_base(pull: PullRequest, tested: HeadRun, revisions: Revisions) -> list:
@@ -524,14 +534,17 @@ def attribute_on_base(pull: PullRequest, tested: HeadRun, revisions: Revisions) 
         if findings else []
     attribution.relabel_support_crashes(findings)
     stream = getattr(tested.search, "stream", None)
-    findings += attribution.support_removed(campaign, options, base_env, head_env, clock.post(0.55),
-                                            base_passed=stream.support_on_base if stream is not None else set())
+    # what the new findings already known owe their checks is not the support probes' to spend
+    findings += attribution.support_removed(
+        campaign, options, base_env, head_env,
+        min(clock.post(0.55), clock.hard - _new_checks_owed(campaign, findings, options, revisions, on_head=True)),
+        base_passed=stream.support_on_base if stream is not None else set())
     findings = attribution.fold(findings)
     findings = _without_old_graph_findings(findings, pr)
     _no_environment_failure(campaign, findings)
     # what the PR broke is the report's point: the reproducers of its new findings, checked alone on head and on
     # base, keep their time before the probes for what it fixed start
-    owed = _new_checks_owed(campaign, findings, options, on_head=True)
+    owed = _new_checks_owed(campaign, findings, options, revisions, on_head=True)
     fixed = attribution.fixed_in_pr(campaign, options, base_env, reaching, min(clock.post(0.6), clock.hard - owed))
     if stream is not None and stream.fixed:  # the divergence search's pairs that pass here and fail on base
         known = {(f["target"], f["operator"], f["symptom"]) for f in fixed}
@@ -549,13 +562,26 @@ def attribute_on_base(pull: PullRequest, tested: HeadRun, revisions: Revisions) 
     return findings
 
 
-def _new_checks_owed(campaign: Campaign, findings: list, options: RunOptions, on_head: bool) -> float:
-    """Seconds the reproducers of the new findings owe: their checks alone on base (a fresh interpreter each) and,
-    ``on_head``, on head (a warm one)."""
+def _new_checks_owed(campaign: Campaign, findings: list, options: RunOptions, revisions: Revisions,
+                     on_head: bool) -> float:
+    """Seconds the reproducers of the new findings owe: their checks alone on base (a fresh interpreter each, as
+    many at once as there are workers) and, ``on_head``, on head (a warm one)."""
     new = [campaign.base_signature(f.signature) for f in findings if is_new(f)] if options.check_repros else []
+    if not new:
+        return 0.0
     # a check does not start with less than MIN_CHECK_SECONDS left before its deadline
-    head = max(MIN_CHECK_SECONDS, reproducers_owed(campaign, new, options.workers)) if on_head and new else 0.0
-    return head + BASE_CHECK_SECONDS * -(-len(new) // max(1, options.workers))
+    head = max(MIN_CHECK_SECONDS, reproducers_owed(campaign, new, options.workers)) if on_head else 0.0
+    rounds = sorted((base_check_seconds(campaign, sig, revisions.base_import_seconds) for sig in new), reverse=True)
+    return head + max(MIN_CHECK_SECONDS, sum(rounds[::max(1, options.workers)]))
+
+
+def base_check_seconds(campaign: Campaign, signature: str, import_seconds: float | None) -> float:
+    """One reproducer run alone on base: the base's imports, measured by its proof in the same kind of fresh
+    interpreter (with a margin: that proof ran beside the tests), then its test; BASE_CHECK_SECONDS unmeasured."""
+    if import_seconds is None:
+        return BASE_CHECK_SECONDS
+    return min(BASE_CHECK_SECONDS, BASE_IMPORT_MARGIN * import_seconds + FRESH_START_SECONDS
+               + campaign.test_seconds_alone.get(signature, 0.0))
 
 
 # -- 5. reduction ----------------------------------------------------------------------------------------------------
@@ -570,7 +596,7 @@ def reduce_findings(pull: PullRequest, tested: HeadRun, findings: list, revision
     if options.reduce and findings and not campaign.interrupted:
         with attribution.engine_for(options, campaign.targets, revisions.head_env, "reduce") as engine:
             # the head's checks are reserved by reduce itself, the base's here
-            hard = clock.hard - _new_checks_owed(campaign, findings, options, on_head=False)
+            hard = clock.hard - _new_checks_owed(campaign, findings, options, revisions, on_head=False)
             new = [f for f in findings if is_new(f)]
             old = [f for f in findings if not is_new(f)]
             # the new findings get the window; those already on base what is left of it, if a reduction fits
@@ -596,7 +622,7 @@ def write_report(pull: PullRequest, tested: HeadRun, findings: list, revisions: 
     pr["head_run"] = head.run_hint(revisions.head_env)
     if revisions.base_env is not None:
         pr["base_run"] = revisions.checkouts["base"].run_hint(revisions.base_env)
-    base_owed = _new_checks_owed(campaign, findings, options, on_head=False) if revisions.base_env else 0.0
+    base_owed = _new_checks_owed(campaign, findings, options, revisions, on_head=False) if revisions.base_env else 0.0
     report = publish(campaign, findings, options, env=revisions.head_env, pr=pr,
                      until=min(clock.post(0.85), clock.hard - base_owed), hard_until=clock.hard - base_owed)
     if broken:
