@@ -470,3 +470,47 @@ def test_the_second_phase_gives_each_operator_its_turn_however_many_tests_anothe
     assert drawn.count("aten::flatten") == 4 and drawn.count("aten::add") == 4
     # in turn: at no point has one operator had two draws more than the other
     assert all(abs(drawn[:n].count("aten::add") - drawn[:n].count("aten::flatten")) <= 1 for n in range(9))
+
+
+def test_an_attribute_the_revisions_graphs_differ_in_draws_the_mutations_that_make_it_matter(tmp_path):
+    """Head's Reshape says allowzero=1 where base's says nothing: every input diverges in graph, none in values,
+    until a size list holds a 0. The attribute is what the difference is about, so the mutations that read it
+    (zero_in_size) are drawn more often, as if the diff had said it (onnxscript-reshape-allowzero: 21 graphs
+    differed in allowzero and 24 size_0 mutants went elsewhere)."""
+    from dlci.campaign.stages import Test
+    from dlci.campaign.state import Campaign
+    from dlci.directed import divergence
+    from dlci.directed.stream import DirectedStream
+    from dlci.outcome import Outcome
+    from tests.test_models_targets import torch_fn
+    x = np.random.default_rng(0).uniform(1, 5, (2, 6, 4)).astype(np.float32)
+    inst = torch_fn("torch.unflatten", [x], args=[{"$t": 0}, 1, [2, 3]])
+    head_line = "Reshape(float32[2,6,4],int64[4]=[2 2 3 4])->float32[2,2,3,4] {allowzero=1}"
+    base_line = "Reshape(float32[2,6,4],int64[4]=[2 2 3 4])->float32[2,2,3,4]"
+    assert divergence.delta_words(((head_line,), (base_line,))) == {"allowzero"}
+    relax = ("R.nn.max_pool2d(%, pool_size=[2, 2], ceil_mode=True) -> R.Tensor((1, 1, 3, 3), dtype=\"float32\")",
+             "R.nn.max_pool2d(%, pool_size=[2, 2], ceil_mode=False) -> R.Tensor((1, 1, 2, 2), dtype=\"float32\")")
+    assert divergence.delta_words(((relax[0],), (relax[1], "Cast(float32[2])->int64[2] {to=7}"))) \
+        == {"ceil_mode", "Cast"}
+
+    def draws(graph_differs: bool) -> int:
+        campaign = Campaign({inst.id: inst}, {})
+        campaign.observed[(inst.id, "torch.onnx")] = {"status": "pass", "model": "h", "nodes": [head_line]}
+        stream = DirectedStream(campaign, [], D.Distances([], tmp_path, {}), lambda i: {"torch.onnx"}, tmp_path,
+                                lambda i: {i.op}, {}, pair=True, touched={"aten::unflatten"})
+        stream.reachers[inst.id] = (inst, {"torch.onnx"})
+        if graph_differs:
+            base = Outcome(inst.id, inst.op, "torch.onnx", "pass")
+            base.model_digest, base.model_nodes = "b", [base_line]
+            stream.observe_twin(Test(inst, "torch.onnx", twin=True), base)
+            assert stream.graph_words == {"allowzero"}
+            assert stream.divergence_summary()["graph_words"] == ["allowzero"]
+        n = 0
+        for seed in range(40):
+            stream.rng, stream.seen = np.random.default_rng(seed), set()
+            made = stream._vary()
+            n += bool(made) and "[zero_in_size:" in made[0].instance.origin.test
+        return n
+
+    without, with_words = draws(False), draws(True)
+    assert with_words >= 2 * without + 4, (without, with_words)  # 14 of 40 against 4 here

@@ -65,3 +65,30 @@ def node_delta(head: dict, base: Outcome) -> tuple[tuple[str, ...], tuple[str, .
 def delta_kind(delta: tuple[tuple[str, ...], tuple[str, ...]]) -> tuple[frozenset, frozenset]:
     """A node difference with its shapes left out: the class the search counts as new or not."""
     return tuple(frozenset(_SHAPES.sub("", line) for line in side) for side in delta)  # type: ignore[return-value]
+
+
+# a node line: ``Op(ins)->outs {a=1 b=[2, 2]}`` (ONNX), ``function: Op {a=1}`` (a function's node),
+# ``R.nn.op(%, a=True) -> R.Tensor(...)`` (Relax); an attribute is a name=value anywhere in it (a small constant's
+# ``int64[2]=[0 3]`` names no attribute)
+_NODE = re.compile(r"^(?:[\w.]+: )?(?P<op>[\w.:]+)")
+_ATTR = re.compile(r"(?<![\w.\]])(?P<name>[A-Za-z_]\w*)=(?P<value>\[[^\]]*\]|\([^)]*\)|'[^']*'|\"[^\"]*\"|[^\s,(){}]+)")
+
+
+def delta_words(delta: tuple[tuple[str, ...], tuple[str, ...]]) -> set[str]:
+    """What a node difference is about, as words the mutations' reads can name: the attributes an operator has with
+    other values on one side than on the other (``allowzero``, ``ceil_mode``: the change acts on inputs where that
+    attribute matters, an empty dim, an odd size), and the operators only one side emits."""
+    def parse(lines) -> dict[str, list[dict[str, str]]]:
+        out: dict[str, list[dict[str, str]]] = {}
+        for line in lines:
+            m = _NODE.match(line)
+            if m:
+                out.setdefault(m.group("op"), []).append({a["name"]: a["value"] for a in _ATTR.finditer(line)})
+        return out
+    head, base = parse(delta[0]), parse(delta[1])
+    words = set(head) ^ set(base)
+    for op in set(head) & set(base):
+        for h in head[op]:
+            for b in base[op]:
+                words |= {k for k in set(h) | set(b) if h.get(k) != b.get(k)}
+    return {w.rsplit("::", 1)[-1].rsplit(".", 1)[-1] for w in words}

@@ -109,6 +109,9 @@ class DirectedStream:
         self.divergence_classes: set[tuple] = set()
         # a kind of graph difference (divergence.delta_kind) -> [inputs showing it, the first delta, its instance]
         self.graph_changes: dict[tuple, list] = {}
+        # what those differences are about (divergence.delta_words: an attribute set otherwise, allowzero, an
+        # operator only one side emits): the mutations that read these words are drawn as if the diff said them
+        self.graph_words: set[str] = set()
         self.fixed_first: dict[tuple[str, str], object] = {}  # a base failure where head passes, awaiting its second
         self.fixed: dict[tuple, dict] = {}
         self.repairs: deque[Test] = deque()  # mutants of one that reached changed code and came back unsupported
@@ -350,11 +353,16 @@ class DirectedStream:
         # some element types (a deleted complex or ``TInt`` overload) is about those types above all
         said = 2.0 if self.anywhere else 0.5
         typed = 6.0 if self.anywhere and M.dtype_hints(self.changed_text) else 0.0
+        # what the emitted graphs differ in speaks as loudly as the diff: a Reshape whose allowzero differs between
+        # head and base everywhere computes the same until a size list holds a 0
+        graph = " ".join(sorted(self.graph_words))
         weight = np.array([1.0 + 2.0 * self.diverging[m.name] + said * M.preference(m, self.changed_text)
-                           + (typed if m.name.endswith("dtype_any") else 0.0) for m in muts])
+                           + 4.0 * M.preference(m, graph) + (typed if m.name.endswith("dtype_any") else 0.0)
+                           for m in muts])
         order = self.rng.choice(len(muts), size=len(muts), replace=False, p=weight / weight.sum()) if muts else []
         for k in list(order)[:3]:
-            made = muts[k].apply(inst, limit=1, rng=self.rng, skip=self.seen, prefer=self.changed_text)
+            made = muts[k].apply(inst, limit=1, rng=self.rng, skip=self.seen,
+                                 prefer=f"{self.changed_text}\n{graph}" if graph else self.changed_text)
             if made:
                 return self._emit(made[0], muts[k].name, self.depth.get(inst.id, 0) + 1, targets)
         return []
@@ -459,6 +467,7 @@ class DirectedStream:
             if change not in self.graph_changes:
                 # the change makes other nodes here than anywhere before: a new place where it acts, worth varying
                 self.graph_changes[change] = [0, delta, test.instance.id]
+                self.graph_words |= divergence.delta_words(delta)
                 if kind == "graph":
                     self.found_at = (time.monotonic(), self.stats["mutants"])
             self.graph_changes[change][0] += 1
@@ -491,6 +500,7 @@ class DirectedStream:
         return {"paired": self.stats["pairs"], "diverged": diverged, "inputs_diverging": len(self.divergent),
                 "per_minute": round(sum(diverged.values()) / minutes, 2),
                 "diverging_mutations": dict(self.diverging.most_common()), "fixed": len(self.fixed),
+                "graph_words": sorted(self.graph_words),
                 "graph_changes": [{"target": target, "inputs": n, "head_only": list(delta[0][:8]),
                                    "base_only": list(delta[1][:8]), "instance": iid}
                                   for (target, _), (n, delta, iid) in sorted(
