@@ -297,6 +297,23 @@ def test_gpu_memory_per_process_from_nvidia_smi_output():
     assert parse_compute_apps(text) == {12345: 1550, 4242: 80000}
 
 
+def test_a_hung_twin_job_neither_starves_this_revisions_workers_nor_outlasts_the_deadline():
+    """A base revision's compile that hangs to its timeout held the one twin worker; every job looked ahead was a
+    twin's, so this revision's workers idled for two minutes, and the search's window waited for the hung job
+    (onnx-cumsum-reverse: testing 152 s of a 102 s window, no reproducer checked). This revision's workers look
+    further for their jobs, and at the deadline a running twin job is stopped, not waited for."""
+    with Engine(workers=1, timeout=60, env={"DLCI_SIDE": "head"}, twin_env={"DLCI_SIDE": "base"}) as engine:
+        jobs = [job("b-hang", "sleep", 30, twin=True)] + [job(f"b{i}", "ok", twin=True) for i in range(40)] + \
+               [job(f"h{i}", "ok") for i in range(3)]
+        t0 = time.monotonic()
+        info, res, got = collect(engine, jobs, deadline=t0 + 8)
+        took = time.monotonic() - t0
+    assert all(res[f"h{i}"]["status"] == PASS for i in range(3))
+    assert all(at - t0 < 8 for j, _, at in got if not j.twin)  # not after the hung twin's 30 s
+    assert took < 15, took
+    assert "b-hang" not in res and "b-hang" in info.unfinished and info.reason == "deadline"
+
+
 def test_twin_jobs_run_in_the_other_revisions_environment_beside_this_ones():
     """A divergence search's twin jobs go to the twin workers (the base revision's environment), the others to the
     engine's own, in one run; an engine without twin workers answers a twin job as a harness error."""

@@ -32,6 +32,7 @@ _POLL_S = 0.05          # event-loop tick: bounds the latency of timeouts and si
 _MEM_SAMPLE_S = 0.08    # RSS sampling period of busy workers
 _RECYCLE_FRACTION = 0.8  # an idle worker above this share of the memory limit is replaced before its next job
 _MAX_START_FAILURES = 3
+STARVED_LOOKAHEAD = 4  # how much further than the lookahead the engine looks for a job of its idle workers
 _DUMP_GRACE_S = 0.2     # time a hung worker gets to dump its stacks before SIGKILL
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -295,8 +296,17 @@ class Engine:
                             exhausted = True
                     if pending:
                         info.interrupted, info.reason = True, "deadline"
+                    # a twin job answers the search that asked for it, whose window this deadline ends: one still
+                    # running (a base compile that hangs to its timeout) is not waited for
+                    for w in list(self._slots):
+                        if w is not None and w.state == "busy" and self._is_twin(w.slot):
+                            self._kill(w, "interrupt")
+                            self._reap(w)
                 if dispatching:
-                    while not exhausted and len(pending) < lookahead:
+                    # this revision's workers idle while every job looked ahead is a twin's (one twin worker busy
+                    # for minutes): look further for one of theirs
+                    while not exhausted and (len(pending) < lookahead or len(pending) < STARVED_LOOKAHEAD * lookahead
+                                             and self._own_starved(pending)):
                         try:
                             pending.append(next(it))
                         except StopIteration:
@@ -389,6 +399,12 @@ class Engine:
         self._ever_spawned[slot] = True
         self._slots[slot] = w
         return w
+
+    def _own_starved(self, pending: deque) -> bool:
+        """A slot of this revision's workers is idle (or not started: they start for a job) and no job of its kind is
+        pending."""
+        return not any(not job.twin for job in pending) and any(
+            (w is None or w.state == "idle") and not self._is_twin(slot) for slot, w in enumerate(self._slots))
 
     def _is_twin(self, slot: int) -> bool:
         return slot >= self.workers
