@@ -772,8 +772,8 @@ register(Mutation("torch.negative_dim", "torch", ("dim", "axis", "axes", "< 0", 
                   _negative_dims, _set_value))
 register(Mutation("torch.default", "torch", ("default", "None", ".get(", "kwargs", "in node", "ceil_mode",
                                              "return_indices", "keepdim"), _non_defaults, _without_kwarg))
-register(Mutation("torch.per_axis", "torch", ("stride", "padding", "dilation", "kernel", "ceil_mode", "isinstance", "tuple",
-                                              "list", "len(", "[0]", "[1]"), _per_axis, _set_value))
+register(Mutation("torch.per_axis", "torch", ("stride", "padding", "dilation", "kernel", "ceil_mode", "isinstance",
+                                              "tuple", "list", "len(", "[0]", "[1]"), _per_axis, _set_value))
 register(Mutation("torch.size_1", "torch", ("== 1", "squeeze", "broadcast", "shape", "expand", "1)"),
                   _dims_to_cut, _cut(1)))
 register(Mutation("torch.size_0", "torch", ("== 0", "empty", "numel", "size", "shape", "len("),

@@ -509,8 +509,9 @@ def test_head(pull: PullRequest, chosen: Selection, revisions: Revisions) -> Hea
 
 # -- 4. attribution on the base revision -----------------------------------------------------------------------------
 
-BASE_CHECK_SECONDS = 15.0  # a reproducer run alone on base, unmeasured: a fresh interpreter importing the framework
-# and compiler (TVM's torch frontend: 4-11 s here)
+# a reproducer run alone on base, unmeasured: a fresh interpreter importing the framework and compiler (TVM's torch
+# frontend: 4-11 s here)
+BASE_CHECK_SECONDS = 15.0
 # beyond the base's measured import time (its proof, which ran beside the tests: already on the slow side) and the
 # test's time in a warm worker: what a reproducer imports besides the converter and its first export (onnxscript:
 # import 2.7 s, check 4.7 s; TVM's torch frontend: 4.9 s and 5.2 s, on a loaded machine)
