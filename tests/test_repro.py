@@ -308,3 +308,40 @@ def test_an_invalid_model_reproducer_runs_the_strict_check_the_campaign_ran(tmp_
         text = render(get(target), f, inst, tmp_path / target).read_text()
         assert text.index("check_strict(") < text.index("InferenceSession("), target
         ast.parse(text)
+
+
+def test_the_findings_a_follow_up_wants_are_checked_first_and_followed_up_by_the_same_worker(tmp_path):
+    """A scan checks each new finding's reproducer on head and then on base. Reserving the base's checks apart left
+    seven new findings of a real scan unchecked on head (the reservation ~52 s, the checks took 19 s): now the
+    worker that saw a new finding reproduce follows it up at once, the new findings go before the others and may
+    start up to their own (later) deadline, and none starts without room for both of its checks."""
+    import time
+
+    from dlci.campaign import RunOptions
+    from dlci.campaign.reproduction import MIN_CHECK_SECONDS, FollowUp, reproduce
+    from dlci.campaign.state import Campaign
+    target = "tvm.from_fx"
+    a, b, c = elu(2.0), elu(3.0), elu(4.0)
+    campaign = Campaign(instances={i.id: i for i in (a, b, c)}, targets={target: get(target)})
+    old, new1, new2 = finding_of(a, target, "F001"), finding_of(b, target, "F002"), finding_of(c, target, "F003")
+    events = []
+    options = RunOptions(out=tmp_path, workers=1, progress=lambda line: events.append(("head", line)))
+    follow_up = FollowUp(wants=lambda f: f in (new1, new2), run=lambda f: events.append(("base", f.extra["mark"])),
+                         until=time.monotonic() + 600)
+    for f, mark in ((old, "old"), (new1, "new1"), (new2, "new2")):
+        f.extra["mark"] = mark
+    # the others' window has closed already: only the followed findings are checked, both of them, in their order
+    kept, _ = reproduce([old, new1, new2], campaign, options, until=time.monotonic() - 1,
+                        hard_until=time.monotonic() + 600, follow_up=follow_up)
+    assert [e for e in events if e[0] == "base"] == [("base", "new1"), ("base", "new2")]
+    heads = [n for n, e in enumerate(events) if e[0] == "head" and "reproduces" in e[1]]
+    bases = [n for n, e in enumerate(events) if e[0] == "base"]
+    assert len(heads) == 2 and heads[0] < bases[0] < heads[1] < bases[1]  # each followed up before the next starts
+    assert old.repro_checked is None and new1.repro_checked is True and new2.repro_checked is True
+    # with less room than both checks need, a followed finding's check does not start (nor its follow-up)
+    events.clear()
+    for f in (old, new1, new2):
+        f.repro_checked = None
+    reproduce([new1], campaign, options, hard_until=time.monotonic() + 1.5 * MIN_CHECK_SECONDS,
+              follow_up=follow_up)
+    assert new1.repro_checked is None and not [e for e in events if e[0] == "base"]

@@ -13,7 +13,7 @@ from dlci.campaign import stages
 from dlci.campaign.execution import execute, open_engine
 from dlci.campaign.clock import Clock
 from dlci.campaign.options import FAIL_ON, RunOptions
-from dlci.campaign.reproduction import reproduce
+from dlci.campaign.reproduction import FollowUp, reproduce
 from dlci.campaign.state import Campaign
 from dlci.campaign.stages import Route, Test
 from dlci.instance import Instance
@@ -84,12 +84,14 @@ def nothing_here(not_on_runner: dict[str, str], options: RunOptions) -> Report:
 
 
 def publish(campaign: Campaign, findings: list, options: RunOptions, *, env: dict | None = None,
-            pr: dict | None = None, until: float | None = None, hard_until: float | None = None) -> Report:
-    """Write the findings, then their reproducers (run alone when asked, none started after ``until``), then the
-    final report with the known issues marked. The first write means a crash while reproducing loses nothing."""
+            pr: dict | None = None, until: float | None = None, hard_until: float | None = None,
+            follow_up: FollowUp | None = None) -> Report:
+    """Write the findings, then their reproducers (run alone when asked, none started after ``until``, some followed
+    up: :class:`FollowUp`), then the final report with the known issues marked. The first write means a crash while
+    reproducing loses nothing."""
     stages.report(campaign, findings, pr=pr).write(options.out)
-    reported, unreproduced = reproduce(findings, campaign, options, env=env, until=until,
-                                              hard_until=hard_until)
+    reported, unreproduced = reproduce(findings, campaign, options, env=env, until=until, hard_until=hard_until,
+                                       follow_up=follow_up)
     report = stages.report(campaign, reported, unreproduced=unreproduced, pr=pr)
     unchecked = [f.id for f in reported if f.repro and f.repro_checked is None and options.check_repros]
     if unchecked:  # reported, reproducer rendered, but the budget ended before it could run alone

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from dlci.campaign.options import RunOptions
 from dlci.campaign.state import Campaign, add_phase
@@ -28,6 +29,16 @@ REPRO_TIMEOUT = 600.0  # seconds a reproducer may run alone
 MIN_CHECK_SECONDS = 10.0  # a check that cannot get this long before the deadline is not started
 
 
+@dataclass(frozen=True)
+class FollowUp:
+    """A second check some findings get from the same worker right after their reproducer reproduced alone (a scan's:
+    each new finding's on the base revision). Their checks come first, may start until ``until``, later than the
+    others', and start only with room for both: one new finding checked both ways says more than two checked halfway."""
+    wants: Callable[[Finding], bool]
+    run: Callable[[Finding], None]
+    until: float | None
+
+
 def reproducers_owed(campaign: Campaign, signatures: Iterable[str], workers: int) -> float:
     """Wall seconds rendering and checking the reproducers of these signatures will take, the checks as many at once
     as there are workers: each check costs what its test took alone (``Campaign.test_seconds_alone``) plus a warm
@@ -43,14 +54,15 @@ def reproducers_owed(campaign: Campaign, signatures: Iterable[str], workers: int
 
 
 def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, *, env: dict | None = None,
-              until: float | None = None, hard_until: float | None = None) -> tuple[list[Finding], list[dict]]:
+              until: float | None = None, hard_until: float | None = None,
+              follow_up: FollowUp | None = None) -> tuple[list[Finding], list[dict]]:
     """Render each finding's standalone reproducer (and its test in the target repository's style) and, unless
     told not to, run it alone in a fresh interpreter (``env``: the revision's environment), in the order given. A
     reproducer that does not reproduce falls back to the unreduced instance, then to other instances of the finding,
     before the finding is dropped (it then comes back in the second list, for triage, its scripts moved to
     repro/unreproduced/). A check that would start after ``until``, or that ``hard_until`` cuts short, leaves the
-    finding unchecked (``repro_checked`` None): it stays. The reported findings are renumbered F001... and their
-    scripts re-rendered."""
+    finding unchecked (``repro_checked`` None): it stays. The findings ``follow_up`` wants are checked first and
+    followed up (:class:`FollowUp`). The reported findings are renumbered F001... and their scripts re-rendered."""
     from dlci.findings.repro import check_repro, test_env, why_not_reproduced
     from dlci.findings.warm import WarmPool
     out = options.out
@@ -72,21 +84,26 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
     add_phase(campaign, "render", t0)
     unreproduced: list[dict] = []
     if options.check_repros and not campaign.interrupted:
-        def run_alone(path: Path) -> bool | None:
+        def followed(finding: Finding) -> bool:
+            return follow_up is not None and follow_up.wants(finding)
+
+        def run_alone(path: Path, room: float = MIN_CHECK_SECONDS) -> bool | None:
             """check_repro within the budget: None when the budget, not the reproducer, ended the run."""
             limit = REPRO_TIMEOUT if hard_until is None else min(REPRO_TIMEOUT, hard_until - time.monotonic())
-            if limit < MIN_CHECK_SECONDS:
+            if limit < room:
                 return None
             t0 = time.monotonic()
             ok = check_repro(path, env=env, timeout=limit, warm=warm)
             return None if not ok and limit < REPRO_TIMEOUT and time.monotonic() - t0 >= limit - 1 else ok
 
         def check(finding: Finding) -> None:
-            if finding.id not in paths or (until is not None and time.monotonic() > until):
+            last = follow_up.until if followed(finding) else until
+            room = 2 * MIN_CHECK_SECONDS if followed(finding) else MIN_CHECK_SECONDS
+            if finding.id not in paths or (last is not None and time.monotonic() > last):
                 return
-            finding.repro_checked = run_alone(paths[finding.id])
+            finding.repro_checked = run_alone(paths[finding.id], room)
             for alternative in _alternatives(finding, campaign)[:FALLBACKS]:
-                if finding.repro_checked is not False or (until is not None and time.monotonic() > until):
+                if finding.repro_checked is not False or (last is not None and time.monotonic() > last):
                     break
                 options.progress(f"reproducer {finding.repro} does not reproduce alone: trying instance "
                                  f"{alternative}")
@@ -98,11 +115,13 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
                     old.unlink(missing_ok=True)
                 finding.repro = str(paths[finding.id].relative_to(out))
                 _render_test_style(finding, campaign, options)
-                finding.repro_checked = run_alone(paths[finding.id])
+                finding.repro_checked = run_alone(paths[finding.id], room)
                 finding.extra["reproducer_fallback"] = (f"the reproducer of instance {tried} did not reproduce alone; "
                                                         f"this one uses instance {alternative}")
             state = {True: "reproduces", False: "does NOT reproduce alone", None: "not run (budget)"}
             options.progress(f"reproducer {finding.repro}: {state[finding.repro_checked]}")
+            if finding.repro_checked and followed(finding):
+                follow_up.run(finding)
 
         def check_test_style(finding: Finding) -> None:
             from dlci.findings.test_style import check_test
@@ -121,10 +140,11 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
         # as many at once as there were workers; a device target's reproducers one at a time, after the others: alone
         # on the device, no other test's memory or timing beside them
         on_device = {id(f) for f in findings if getattr(campaign.targets.get(f.target), "on_accelerator", False)}
+        order = sorted((f for f in findings if id(f) not in on_device), key=lambda f: not followed(f))
         t0 = time.monotonic()
         with WarmPool(test_env(env), max(1, options.workers)) as warm, \
                 ThreadPoolExecutor(max(1, options.workers)) as pool:
-            list(pool.map(check, [f for f in findings if id(f) not in on_device]))
+            list(pool.map(check, order))
         warm = None  # a device's reproducer runs in a fresh interpreter: nothing of the warm ones on the device
         for f in findings:
             if id(f) in on_device:

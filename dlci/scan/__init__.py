@@ -625,16 +625,21 @@ def write_report(pull: PullRequest, tested: HeadRun, findings: list, revisions: 
     pr["head_run"] = head.run_hint(revisions.head_env)
     if revisions.base_env is not None:
         pr["base_run"] = revisions.checkouts["base"].run_hint(revisions.base_env)
-    base_owed = _new_checks_owed(campaign, findings, options, revisions, on_head=False) if revisions.base_env else 0.0
-    report = publish(campaign, findings, options, env=revisions.head_env, pr=pr,
-                     until=min(clock.post(0.85), clock.hard - base_owed), hard_until=clock.hard - base_owed)
+    # each new finding's reproducer is checked on head and then, by the same worker, on base: the new findings first,
+    # against the scan's one deadline; those already on base with what is left before 0.85 of the window
+    follow_up, on_base_seconds = None, []
+    if options.check_repros and revisions.base_env is not None:
+        def on_base(finding) -> None:
+            t0 = time.monotonic()
+            attribution.check_one_on_base(finding, options, revisions.base_env, until=clock.hard)
+            on_base_seconds.append(time.monotonic() - t0)
+        follow_up = FollowUp(wants=is_new, run=on_base, until=clock.hard)
+    report = publish(campaign, findings, options, env=revisions.head_env, pr=pr, until=clock.post(0.85),
+                     hard_until=clock.hard, follow_up=follow_up)
+    if follow_up is not None:  # worker seconds: checks on base run beside each other and beside the head's
+        report.stats.setdefault("phase_seconds", {})["check_on_base"] = round(sum(on_base_seconds), 1)
     if broken:
         _add_import_findings(report, broken, pull, revisions)
-    if options.check_repros and revisions.base_env is not None:
-        t0 = time.monotonic()
-        attribution.check_on_base([f for f in report.findings if is_new(f)], options, revisions.base_env,
-                                  until=clock.hard)
-        report.stats.setdefault("phase_seconds", {})["check_on_base"] = round(time.monotonic() - t0, 1)
     if report.findings and not campaign.interrupted:
         report.write(out)  # the scan's results are safe before bisection (its own budget) starts
         bisected = _bisect(pull.req.bisect, report.findings, pull.repo, pull.config, revisions.profiles,

@@ -299,40 +299,41 @@ def fold(findings: list[Finding]) -> list[Finding]:
 
 
 def check_on_base(findings: list[Finding], options: RunOptions, base_env: dict, until: float | None = None) -> None:
-    """Run each reproducer against the base revision: a new bug's must pass there, i.e. exit 0 (a timeout, or
-    another error than the one reported, is not passing). None starts after ``until`` or runs past it."""
+    """:func:`check_one_on_base` for each finding with a reproducer, as many at once as there are workers."""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max(1, options.workers)) as pool:
+        list(pool.map(lambda f: check_one_on_base(f, options, base_env, until), [f for f in findings if f.repro]))
+
+
+def check_one_on_base(f: Finding, options: RunOptions, base_env: dict, until: float | None = None) -> None:
+    """Run a new finding's reproducer against the base revision, where it must pass, i.e. exit 0 (a timeout, or
+    another error than the one reported, is not passing). It does not start after ``until`` or run past it."""
     import subprocess
     import sys
-    from concurrent.futures import ThreadPoolExecutor
     from dlci.exec import cancel
     from dlci.findings.repro import test_env
-
-    def on_base(f: Finding) -> None:
-        limit = 600.0 if until is None else until - time.monotonic()
-        if limit < 10:
-            options.progress(f"reproducer {f.repro} on base: not run (budget)")
-            return
-        path = (options.out / f.repro).resolve()
-        try:
-            proc = cancel.run([sys.executable, str(path)], timeout=limit, cwd=str(path.parent),
-                              env=test_env(base_env))
-        except subprocess.TimeoutExpired:
-            path.with_suffix(".base.log").write_text(f"timed out after {limit:.0f} s\n")
-            return
-        path.with_suffix(".base.log").write_text(f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n"
-                                                 f"{proc.stderr[-20000:]}")
-        f.repro_passes_on_base = proc.returncode == 0 and "REPRODUCED" not in proc.stdout
-        options.progress(f"reproducer {f.repro} on base: {'passes' if f.repro_passes_on_base else 'fails'}")
-        if proc.returncode == 1 and "REPRODUCED" in proc.stdout and f.new_in_pr:
-            # the base re-run in a worker passed, the reproducer (what a maintainer will run) fails there as it does
-            # on the PR: the bug is already on base, and calling it new would fail the PR for it. Another exit
-            # (an error of the base environment, a timeout) proves nothing and leaves the finding new.
-            f.new_in_pr = False
-            f.base = {**(f.base or {}), "reproducer_fails_on_base": True,
-                      "note": "the campaign's re-run passed on the base revision, but the standalone reproducer "
-                              "fails there the same way: already on base"}
-    with ThreadPoolExecutor(max(1, options.workers)) as pool:
-        list(pool.map(on_base, [f for f in findings if f.repro]))
+    limit = 600.0 if until is None else until - time.monotonic()
+    if limit < 10:
+        options.progress(f"reproducer {f.repro} on base: not run (budget)")
+        return
+    path = (options.out / f.repro).resolve()
+    try:
+        proc = cancel.run([sys.executable, str(path)], timeout=limit, cwd=str(path.parent), env=test_env(base_env))
+    except subprocess.TimeoutExpired:
+        path.with_suffix(".base.log").write_text(f"timed out after {limit:.0f} s\n")
+        return
+    path.with_suffix(".base.log").write_text(f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n"
+                                             f"{proc.stderr[-20000:]}")
+    f.repro_passes_on_base = proc.returncode == 0 and "REPRODUCED" not in proc.stdout
+    options.progress(f"reproducer {f.repro} on base: {'passes' if f.repro_passes_on_base else 'fails'}")
+    if proc.returncode == 1 and "REPRODUCED" in proc.stdout and f.new_in_pr:
+        # the base re-run in a worker passed, the reproducer (what a maintainer will run) fails there as it does
+        # on the PR: the bug is already on base, and calling it new would fail the PR for it. Another exit
+        # (an error of the base environment, a timeout) proves nothing and leaves the finding new.
+        f.new_in_pr = False
+        f.base = {**(f.base or {}), "reproducer_fails_on_base": True,
+                  "note": "the campaign's re-run passed on the base revision, but the standalone reproducer "
+                          "fails there the same way: already on base"}
 
 
 FIXED_PROBES = 24  # head-passing tests that ran changed code, re-run on base to find what the PR fixed
