@@ -30,7 +30,7 @@ from typing import Callable
 from dlci.campaign import Campaign, Clock, RunOptions, publish, stages
 from dlci.campaign.state import add_phase
 from dlci.campaign.execution import execute, open_engine
-from dlci.campaign.reproduction import MIN_CHECK_SECONDS, reproducers_owed
+from dlci.campaign.reproduction import MIN_CHECK_SECONDS, FollowUp, reproducers_owed
 from dlci.config import CONFIG_FILE, Config, ConfigError
 from dlci.findings import is_new
 from dlci.report.document import Report
