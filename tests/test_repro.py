@@ -345,3 +345,38 @@ def test_the_findings_a_follow_up_wants_are_checked_first_and_followed_up_by_the
     reproduce([new1], campaign, options, hard_until=time.monotonic() + 1.5 * MIN_CHECK_SECONDS,
               follow_up=follow_up)
     assert new1.repro_checked is None and not [e for e in events if e[0] == "base"]
+
+
+def test_a_finding_whose_model_killed_the_worker_gets_no_in_process_test_style_rendering(tmp_path):
+    """The test in the repository's style is rendered in dlci's own process, reference and export included. A real
+    scan died (SIGFPE) there: ONNX Runtime divides by zero on torch.onnx's export of an attention over zero rows, the
+    very death the finding reports at its model stage. Such a finding keeps its standalone reproducer (its target
+    runs in a child) and gets no test-style one; the scan lives."""
+    import subprocess
+    import sys
+    script = '''
+import numpy as np
+from dlci.campaign import RunOptions
+from dlci.campaign.reproduction import _render_test_style
+from dlci.campaign.state import Campaign
+from dlci.findings import Finding
+from dlci.instance import Instance, Origin, TensorSpec
+from dlci.targets import get
+x = np.zeros((0, 3), np.float32)
+inst = Instance(op="nn::MultiheadAttention", framework="torch", params={}, origin=Origin("test", "hand"),
+                call={"kind": "torch_module", "cls": "torch.nn.MultiheadAttention", "args": [],
+                      "kwargs": {"embed_dim": 3, "num_heads": 3, "bias": False},
+                      "forward_args": [{"$t": 0}, {"$t": 1}, {"$t": 2}], "forward_kwargs": {}},
+                inputs=[TensorSpec.of(x)] * 3,
+                arrays={"in:0": x, "in:1": x, "in:2": x, "state:in_proj_weight": np.zeros((9, 3), np.float32),
+                        "state:out_proj.weight": np.zeros((3, 3), np.float32)})
+campaign = Campaign(instances={inst.id: inst}, targets={"tvm.from_onnx": get("tvm.from_onnx")})
+f = Finding(id="F001", oracle="crash", operator=inst.op, target="tvm.from_onnx", symptom="SIGFPE", stage="model",
+            signature="s", message="", instance_id=inst.id, target_version="0", origin={})
+said = []
+_render_test_style(f, campaign, RunOptions(out=__import__("pathlib").Path(OUT), progress=said.append))
+print("ALIVE", repr(f.test_style_repro), said)
+'''.replace("OUT", repr(str(tmp_path)))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr[-3000:])  # -8 without the guard
+    assert "ALIVE ''" in proc.stdout and "no test-style reproducer for F001: it would build" in proc.stdout

@@ -243,8 +243,16 @@ def _render(finding: Finding, campaign: Campaign, out: Path) -> Path:
 def _render_test_style(finding: Finding, campaign: Campaign, options: RunOptions) -> None:
     """The reproducer again, as a test in the target repository's own style (never fatal: the script is what
     counts)."""
+    from dlci.findings.repro.checks import is_hard_crash
     from dlci.findings.test_style import render_test
     target = campaign.targets[finding.target]
+    if is_hard_crash(finding.symptom or "") and finding.stage in ("reference", "model"):
+        # that renderer builds the model and evaluates its reference in dlci's own process: what killed or hung the
+        # worker there (ONNX Runtime on an exported attention with no rows: SIGFPE) would kill or hang the scan
+        finding.test_style_repro, finding.test_style_checked = "", None
+        options.progress(f"no test-style reproducer for {finding.id}: it would build the model in dlci's own "
+                         f"process, where the worker's ended in {finding.symptom}")
+        return
     try:
         path = render_test(finding, campaign.instances[finding.instance_id], options.out / "repro" / "tests",
                            style=target.test_style, form=target.form)
