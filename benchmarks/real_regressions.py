@@ -192,6 +192,12 @@ def judge(case: dict, out: Path, run: dict) -> dict:
                   for s in sorted({r.get("status") for r in rows if r.get("status")})})
     timed_out = run["exit"] == "timeout"
     partial = " (scan killed at --timeout: partial results)" if timed_out else ""
+    if run["exit"] not in (0, 1, "timeout"):
+        # dlci itself failed (an internal error, a signal): what it wrote before is no verdict a maintainer gets, and
+        # a refactor whose scan died is not "clean"
+        res["outcome"] = "error"
+        res["reason"] = f"scan failed (exit {run['exit']}): {run['stderr_tail'].strip().splitlines()[-1:] or ''}"
+        return res
     if case["kind"] == "refactor":
         res["outcome"] = "false_alarm" if new else "timeout" if timed_out else "clean"
         res["reason"] = (f"{len(new)} finding(s) new in PR on a behaviour-preserving change{partial}" if new
@@ -212,8 +218,6 @@ def judge(case: dict, out: Path, run: dict) -> dict:
                 "no changed statement on head to trace (the change only deletes lines)" if cov else "no coverage")
     if timed_out:
         res["reason"] = f"scan did not finish within --timeout ({res['tests_run']} tests run)"
-    elif run["exit"] not in (0, 1):
-        res["reason"] = f"scan failed (exit {run['exit']}): {run['stderr_tail'].strip().splitlines()[-1:] or ''}"
     elif not res["mapped"]:
         res["reason"] = (f"operator not mapped by the profile (touched: {', '.join(sorted(touched)) or 'none'}; "
                          f"unmapped changes: {len(ops.get('unmapped') or pr.get('unmapped') or [])})")

@@ -336,6 +336,21 @@ def test_the_ratchet_fails_on_a_drop_and_records_a_first_catch():
     assert not drops   # --no-scan judges nothing
 
 
+def test_a_scan_that_died_is_an_error_not_a_clean_refactor_or_a_catch(tmp_path):
+    """A refactor's scan killed by SIGFPE after writing a findings.json with no new finding was counted "clean": the
+    judge now calls any exit but 0 and 1 (and --timeout's partial results) an error, whatever was written before."""
+    import json
+    rr = _real_regressions()
+    (tmp_path / "findings.json").write_text(json.dumps({"findings": [
+        {"operator": "aten::add", "new_in_pr": True, "target": "t"}], "stats": {}, "pr": {}}))
+    for kind in ("refactor", "regression"):
+        case = {"id": "x", "kind": kind, "operators": ["aten::add"], "repo": "apache/tvm", "files": []}
+        got = rr.judge(case, tmp_path, {"exit": -8, "stderr_tail": "", "wall_seconds": 1.0})
+        assert got["outcome"] == "error" and "exit -8" in got["reason"]
+        assert rr.judge(case, tmp_path, {"exit": 0, "stderr_tail": "", "wall_seconds": 1.0})["outcome"] \
+            == {"refactor": "false_alarm", "regression": "caught"}[kind]
+
+
 def test_arms_are_summed_per_family():
     rr = _real_regressions()
     arm = {"outcome": "caught", "wall_seconds": 10.0, "changed_statements": 4, "reached_statements": 3,
