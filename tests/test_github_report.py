@@ -342,3 +342,27 @@ def test_the_report_has_one_row_per_touched_operator_and_one_count_of_changed_st
     rows = [ln for ln in md.splitlines() if ln.startswith("| `elu") or ln.startswith("| `selu")]
     assert len(rows) == 2 and all(r.count("helper h") == 3 for r in rows), rows
     assert "2 of 5 changed statements" in md and "Changed converter statements run by the tests" not in md
+
+
+def test_operators_one_changed_line_took_support_from_are_one_entry_of_the_comment():
+    """A shared helper that breaks takes many operators' support at once (TVM's ONNX importer lost 15 to one
+    initializer lookup): one entry names them all, the section still counts each finding, and fewer than
+    GROUP_MIN, another target or a finding already on base stay entries of their own."""
+    def support(n, op, *, new=True, target="tvm.from_exported_program"):
+        f = finding(n, new=new, repro=f"repro/F{n:03d}.py")
+        f.update(oracle="support", symptom="support removed", stage="convert", operator=op, target=target,
+                 operators=[op])
+        return f
+    touched = [dict(TOUCH, operator=op) for op in ("elu.default", "selu.default", "celu`<b>.default")]
+    group = [support(n, f"aten::{op}") for n, op in ((1, "elu"), (2, "selu"), (3, "celu`<b>"))]
+    others = [finding(4), support(5, "aten::elu", target="tvm.from_fx"), support(6, "aten::selu", new=False)]
+    d = doc(group + others, touched=touched + [dict(TOUCH, targets=["tvm.from_fx"])])
+    body = comment.render(d, {})
+    assert "### NEW IN THIS PR (5)" in body and "### ALREADY ON BASE (1)" in body
+    assert "**F001 … F003** 3 operators through **tvm.from_exported_program**: support — support removed" in body
+    assert "`aten::elu`, `aten::selu`, ``aten::celu`<b>``" in body and "<b>" not in _strip_code(body)
+    assert "each failing on this PR and passing on base" in body
+    for alone in ("**F004** `aten::elu`", "**F005** `aten::elu` through **tvm.from_fx**", "**F006** `aten::selu`"):
+        assert alone in body
+    two = comment.render(doc(group[:2] + others, touched=touched), {})  # below GROUP_MIN: one by one
+    assert "**F001** `aten::elu`" in two and "**F002** `aten::selu`" in two and "…" not in two.split("###", 2)[1]

@@ -45,6 +45,32 @@ def _selected_by(finding: dict, touched: list[dict]) -> str | None:
     return None
 
 
+GROUP_MIN = 3  # findings of one kind below this many are listed one by one
+
+
+def _grouped(findings: list[dict]) -> list[dict]:
+    """Operators whose support the PR removed through one target, selected by one changed line (a shared helper
+    broke: TVM's ONNX importer lost 14 operators to one initializer lookup), listed as one entry naming them all,
+    at the place of the first; each keeps its finding and its reproducer in findings.json and the artifact."""
+    groups: dict[tuple, list[dict]] = {}
+    for f in findings:
+        if f.get("oracle") == "support" and f.get("selected_by"):
+            groups.setdefault((attribution(f), f["target"], f["symptom"], f["selected_by"]), []).append(f)
+    grouped, placed = [], set()
+    for f in findings:
+        key = (attribution(f), f["target"], f["symptom"], f.get("selected_by"))
+        members = groups.get(key) if f.get("oracle") == "support" else None
+        if not members or len(members) < GROUP_MIN:
+            grouped.append(f)
+        elif key not in placed:
+            placed.add(key)
+            grouped.append({**f, "id": f"{members[0]['id']} … {members[-1]['id']}", "group": members,
+                            "full_repro": None,
+                            "repro_checked": all(m.get("repro_checked") for m in members),
+                            "repro_passes_on_base": all(m.get("repro_passes_on_base") for m in members)})
+    return grouped
+
+
 def _base_note(f: dict) -> str | None:
     base = f.get("base") or {}
     if f.get("new_in_pr") and base.get("status") not in (None, "pass"):
@@ -102,6 +128,7 @@ def render(doc: dict, scripts: dict[str, bytes] | None = None, *, details_url: s
         text = data.decode("utf-8", errors="replace") if data is not None else None
         findings.append({**f, "selected_by": _selected_by(f, touched), "base_note": _base_note(f),
                          "bisect_note": _bisect_note(f), "full_repro": text})
+    findings = _grouped(findings)
     skipped = []
     for target, counts in (stats.get("per_target") or {}).items():
         if counts.get("unsupported"):
@@ -207,6 +234,8 @@ def _render_once(doc, findings, flaky, skipped, repro_limit, max_findings, detai
                                            "the job.",
          "findings": [dict(f, base_note=_known_note(f["known"])) for f in shown if attribution(f) == "known"]},
     ]
+    for section in sections:  # a group counts its findings
+        section["count"] = sum(len(f.get("group") or [f]) for f in section["findings"])
     truncated = ("; ".join(notes) + ": see the job summary and the `dlci-out` artifact.") if notes else ""
     ops = pr.get("operators") or sorted({t["operator"] for t in pr.get("touched") or []})
     summary_line = (f"{len(ops)} operator(s) touched by this PR"
