@@ -167,12 +167,12 @@ def test_an_openvino_python_side_regression_runs_the_prs_python_over_the_install
 
 
 def test_a_new_finding_whose_reproducer_fails_on_base_too_is_already_on_base(tmp_path):
-    """check_on_base runs each new finding's reproducer against the base revision's environment: one that fails
+    """check_one_on_base runs a new finding's reproducer against the base revision's environment: one that fails
     there as on the PR moves the finding to "already on base"; one that passes there, or errs otherwise, leaves it
     new."""
     from dlci.campaign.options import RunOptions
     from dlci.findings import Finding, is_new
-    from dlci.scan.attribution import check_on_base
+    from dlci.scan.attribution import check_one_on_base
     (tmp_path / "repro").mkdir()
     script = ("import os, sys\nbroken = os.environ.get('DLCI_BASE_MARK') in {marks}\n"
               "print('REPRODUCED' if broken else 'ok')\nsys.exit(1 if broken else 0)\n")
@@ -189,7 +189,8 @@ def test_a_new_finding_whose_reproducer_fails_on_base_too_is_already_on_base(tmp
                             symptom="RuntimeError", stage="convert", signature="c", message="", instance_id="i",
                             target_version="0", origin={},
                             new_in_pr=True, repro="repro/crashes.py", base={"status": "pass"}))
-    check_on_base(findings, RunOptions(out=tmp_path, workers=2), {"DLCI_BASE_MARK": "base"})
+    for f in findings:
+        check_one_on_base(f, RunOptions(out=tmp_path, workers=2), {"DLCI_BASE_MARK": "base"})
     both, head_only, crashes = findings
     assert both.new_in_pr is False and both.base["reproducer_fails_on_base"] and not is_new(both)
     assert head_only.new_in_pr is True and head_only.repro_passes_on_base is True

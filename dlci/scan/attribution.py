@@ -298,16 +298,10 @@ def fold(findings: list[Finding]) -> list[Finding]:
     return kept
 
 
-def check_on_base(findings: list[Finding], options: RunOptions, base_env: dict, until: float | None = None) -> None:
-    """:func:`check_one_on_base` for each finding with a reproducer, as many at once as there are workers."""
-    from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(max(1, options.workers)) as pool:
-        list(pool.map(lambda f: check_one_on_base(f, options, base_env, until), [f for f in findings if f.repro]))
-
-
 def check_one_on_base(f: Finding, options: RunOptions, base_env: dict, until: float | None = None) -> None:
     """Run a new finding's reproducer against the base revision, where it must pass, i.e. exit 0 (a timeout, or
-    another error than the one reported, is not passing). It does not start after ``until`` or run past it."""
+    another error than the one reported, is not passing). It does not start after ``until`` or run past it. The scan
+    calls it as the follow-up of the finding's check on head (dlci.campaign.reproduction.FollowUp)."""
     import subprocess
     import sys
     from dlci.exec import cancel
