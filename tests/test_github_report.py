@@ -366,3 +366,12 @@ def test_operators_one_changed_line_took_support_from_are_one_entry_of_the_comme
         assert alone in body
     two = comment.render(doc(group[:2] + others, touched=touched), {})  # below GROUP_MIN: one by one
     assert "**F001** `aten::elu`" in two and "**F002** `aten::selu`" in two and "…" not in two.split("###", 2)[1]
+    # the commit a bisection named is shown once when every member shares it; a member it differs for stands alone
+    since = [dict(f, introduced_by={"report": "abc1234 importer: look initializers up by name"}) for f in group]
+    shared = comment.render(doc(since + others, touched=touched + [dict(TOUCH, targets=["tvm.from_fx"])]), {})
+    assert "**F001 … F003** 3 operators" in shared
+    assert shared.count("Introduced by commit abc1234 importer: look initializers up by name.") == 1
+    since[2]["introduced_by"] = {"report": "def5678 another commit"}
+    split = comment.render(doc(since + others, touched=touched), {})
+    assert "**F001 … F003**" not in split and "Introduced by commit def5678 another commit." in split
+    assert split.count("Introduced by commit abc1234") == 2

@@ -52,18 +52,22 @@ def _grouped(findings: list[dict]) -> list[dict]:
     """Operators whose support the PR removed through one target, selected by one changed line (a shared helper
     broke: TVM's ONNX importer lost 15 operators to one initializer lookup), listed as one entry naming them all,
     at the place of the first; each keeps its finding and its reproducer in findings.json and the artifact."""
+    def key(f: dict) -> tuple:  # members share every note the entry shows once (base, bisection, known issue)
+        known = f.get("known") or {}
+        return (attribution(f), f["target"], f["symptom"], f.get("selected_by"), f.get("base_note"),
+                f.get("bisect_note"), known.get("link"), known.get("note"))
+
     groups: dict[tuple, list[dict]] = {}
     for f in findings:
         if f.get("oracle") == "support" and f.get("selected_by"):
-            groups.setdefault((attribution(f), f["target"], f["symptom"], f["selected_by"]), []).append(f)
+            groups.setdefault(key(f), []).append(f)
     grouped, placed = [], set()
     for f in findings:
-        key = (attribution(f), f["target"], f["symptom"], f.get("selected_by"))
-        members = groups.get(key) if f.get("oracle") == "support" else None
+        members = groups.get(key(f)) if f.get("oracle") == "support" else None
         if not members or len(members) < GROUP_MIN:
             grouped.append(f)
-        elif key not in placed:
-            placed.add(key)
+        elif key(f) not in placed:
+            placed.add(key(f))
             grouped.append({**f, "id": f"{members[0]['id']} … {members[-1]['id']}", "group": members,
                             "full_repro": None,
                             "repro_checked": all(m.get("repro_checked") for m in members),
