@@ -204,6 +204,28 @@ def test_mutations_give_valid_instances_the_reference_accepts(opinfo):
     assert again and again[0].origin.test.count(" [") == 2
 
 
+def test_a_mutant_whose_eager_call_does_not_come_back_is_invalid_and_the_checks_go_on(opinfo):
+    """The mutants' eager checks run in a worker of dlci.exec: a call that hangs (or kills its process) costs that
+    mutant, not the scan, and the next check gets a fresh worker."""
+    from dlci.directed import mutations as M
+    base = _first(opinfo, "aten::matmul", lambda i: len(i.inputs) == 2 and i.inputs[0].dtype == "float32"
+                  and i.inputs[0].rank == 2 and i.inputs[1].rank == 2)
+    rng = np.random.default_rng(0)
+    big = [rng.standard_normal((3072, 3072), dtype=np.float32) for _ in range(2)]  # seconds of work on a CPU
+    slow = M._mutant(base, "size", "3072 x 3072", inputs=[M.TensorSpec.of(a) for a in big],
+                     arrays={f"in:{i}": a for i, a in enumerate(big)})
+    checker = M._ReferenceChecker(timeout_s=0.3)
+    try:
+        assert checker.check(slow).startswith("the eager call"), "a call past its time is no valid mutant"
+        assert checker.check(base) == "ok"
+        with pytest.raises(ValueError, match="no finite output"):  # the verdict a mutation's build sees
+            nan = M._mutant(base, "value", "nan", arrays={f"in:{i}": np.full(t.shape, np.nan, np.float32)
+                                                           for i, t in enumerate(base.inputs)})
+            M._checked_torch(nan)
+    finally:
+        checker.close()
+
+
 def _onnx_case(op_type, x, ints, out_shape):
     from onnx import TensorProto, helper
     from dlci.models.onnx_io import instance_from_model

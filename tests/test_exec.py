@@ -192,6 +192,47 @@ SIGTERM_SCRIPT = textwrap.dedent("""
 """)
 
 
+NESTED_SIGTERM_SCRIPT = textwrap.dedent("""
+    import json, sys, dataclasses
+    from dlci.exec import Engine, Job
+    out, report = sys.argv[1], sys.argv[2]
+    inner = Engine(workers=1, timeout=60)
+    def jobs():  # each job is made after a check in another engine (a mutant's eager check), where time goes
+        for i in range(200):
+            inner.run([Job(f"check-{i}", "tests.exec_jobs:sleep", (0.5,))], lambda _j, _r: None)
+            yield Job(str(i), "tests.exec_jobs:sleep", (0.01,))
+    with open(out, "a") as f, Engine(workers=1, timeout=60) as engine:
+        def on_result(job, r):
+            f.write(json.dumps({"id": job.id}) + "\\n")
+            f.flush()
+        info = engine.run(jobs(), on_result)
+    inner.close()
+    with open(report, "w") as f:
+        json.dump(dataclasses.asdict(info), f)
+""")
+
+
+def test_sigterm_during_a_run_inside_a_run_stops_both(tmp_path):
+    script = tmp_path / "run.py"
+    script.write_text(NESTED_SIGTERM_SCRIPT)
+    out, report = tmp_path / "results.jsonl", tmp_path / "report.json"
+    proc = subprocess.Popen([sys.executable, str(script), str(out), str(report)], cwd=ROOT,
+                            env=dict(os.environ, PYTHONPATH=ROOT))
+    try:
+        end = time.monotonic() + 60
+        while time.monotonic() < end and not (out.exists() and len(out.read_text().splitlines()) >= 2):
+            time.sleep(0.05)
+        time.sleep(0.2)  # inside the inner run's half-second job
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert rc == 0
+    info = json.loads(report.read_text())
+    assert info["interrupted"] and info["reason"] == "SIGTERM" and info["completed"] < 20, info
+
+
 def test_sigterm_returns_promptly_with_what_was_gathered(tmp_path):
     script = tmp_path / "run.py"
     script.write_text(SIGTERM_SCRIPT)

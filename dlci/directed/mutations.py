@@ -111,12 +111,65 @@ def _mutant(inst: Instance, kind: str, detail: str, *, call: dict | None = None,
 
 def _checked_torch(m: Instance) -> Instance:
     """``m`` if eager PyTorch runs it with a result that is not all NaN/Inf (the framework's own reference says the
-    schema allows it), else ValueError."""
-    from dlci.models.references import reference
-    got = reference(m)[0]
-    if got and all(g.dtype.kind in "fc" and g.size and not np.isfinite(g).any() for g in got):
-        raise ValueError("no finite output")
+    schema allows it), else ValueError. The call runs in a worker of its own: a mutant whose kernel kills its
+    process (a division by zero in a size-0 case) or hangs is an invalid case, not the end of the scan."""
+    verdict = _reference_checker().check(m)
+    if verdict != "ok":
+        raise ValueError(verdict)
     return m
+
+
+def runs_eagerly(inst: Instance, stage_hook=None) -> dict:
+    """In a worker: ``{"verdict": "ok"}`` if the framework's reference computes ``inst`` with a finite output, else
+    why not."""
+    from dlci.models.references import reference
+    try:
+        got = reference(inst)[0]
+    except Exception as e:  # noqa: BLE001 - the schema said no
+        return {"verdict": f"reference: {type(e).__name__}: {e}"[:500]}
+    if got and all(g.dtype.kind in "fc" and g.size and not np.isfinite(g).any() for g in got):
+        return {"verdict": "no finite output"}
+    return {"verdict": "ok"}
+
+
+class _ReferenceChecker:
+    """One warm worker (dlci.exec) that runs the mutants' eager checks, started on the first and closed at exit."""
+    def __init__(self, timeout_s: float = 15.0):
+        self.timeout_s = timeout_s  # an eager call of a small case takes milliseconds
+        self.engine = None
+        self.count = 0
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+
+    def check(self, inst: Instance) -> str:
+        from dlci.exec import Engine, Job
+        if self.engine is None:
+            import atexit
+            self.engine = Engine(workers=1, timeout=self.timeout_s, warm_imports=("torch", "dlci.models.references"))
+            atexit.register(self.close)
+        self.count += 1
+        results: list[dict] = []
+        self.engine.run([Job(f"mutant-check-{self.count}", "dlci.directed.mutations:runs_eagerly", (inst,),
+                             instance_id=inst.id, op=inst.op)], lambda _job, r: results.append(r))
+        if not results:
+            return "not checked (interrupted)"
+        if "verdict" in results[0]:
+            return results[0]["verdict"]
+        # the worker died or timed out on it: the engine's crash outcome says how
+        return f"the eager call {results[0].get('status', 'failed')}: {results[0].get('symptom', '')}"[:500]
+
+
+_CHECKER: _ReferenceChecker | None = None
+
+
+def _reference_checker() -> _ReferenceChecker:
+    global _CHECKER
+    if _CHECKER is None:
+        _CHECKER = _ReferenceChecker()
+    return _CHECKER
 
 
 # -- the variant sources' rewrites, as mutations ------------------------------------------------------------------
