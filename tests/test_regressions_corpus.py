@@ -387,6 +387,27 @@ def test_the_loose_revert_finds_reformatted_and_moved_code(tmp_path):
     assert not ok
 
 
+def test_the_refactor_screen_takes_behaviour_preserving_subjects_and_no_fix(tmp_path):
+    """screen.py --kind refactor: a commit with a refactor's subject that is no fix and changes frontend code
+    qualifies once its reverse diff applies; a fix, a feature or a keyword that merely contains a rule word do not."""
+    import re
+    import types
+    import screen
+    said = {"[torchlib] Simplify aten_trunc implementation (#2057)": True, "[Relax] Refactor norm op (#17857)": True,
+            "[torchlib] Make matmul trace_only (#2055)": True, "Use ir methods to replace onnx helper (#2091)": True,
+            "[torchlib] Add memory_format to ones_like (#2049)": False, "Support aten::scatter.src (#2490)": False,
+            "[torchlib] Unregister aten::max.other (#2377)": False}
+    assert {s: bool(re.search(screen.REFACTOR_RULE, s)) for s in said} == said
+    args = types.SimpleNamespace(git_dir="unused")
+    for fix, front, stage in ((True, [("M", "f.py")], "fix_by_rule"), (False, [], "no_frontend_change")):
+        row = {"subject": "[torchlib] Simplify aten_trunc implementation (#2057)"}
+        screen.refactor_row(screen.PROJECTS["onnxscript"], args, row, front, fix, set(), tmp_path)
+        assert row["stage"] == stage
+    row = {"subject": "[torchlib] Add memory_format to ones_like (#2049)"}
+    screen.refactor_row(screen.PROJECTS["onnxscript"], args, row, [("M", "f.py")], False, set(), tmp_path)
+    assert row["stage"] == "not_refactor_by_rule"
+
+
 def test_an_arm_whose_flag_dlci_lacks_is_skipped():
     rr = _real_regressions()
     arms, skipped = rr.available_arms(["default", "no-divergence", "no-repo-tests"],

@@ -27,6 +27,10 @@ and the first one a commit fails is the column that stopped it:
   test_not_passing_fixed     the extracted test does not pass on the installed sources
   qualifies              a case: the reverse diff is the head, the extracted test its ground truth
 
+With --kind refactor the stages are fix_by_rule (FIX_RULE or an own test: not a refactor), not_refactor_by_rule
+(the subject does not match REFACTOR_RULE), no_frontend_change, revert_does_not_apply (no transplant) and qualifies:
+the reverse diff is the base, the installed release the head (refactor_row).
+
 The screen never runs dlci and never looks at whether dlci catches a case. Writes DIR/screen.{json,csv,md} and, for
 every commit past the revert stage, DIR/cand/<id>/ (<id>.diff and the extracted upstream test files, named as store.py
 names them). --emit adds the qualifying rows to cases.yaml and records their materialisation in materialise.yaml (the
@@ -59,6 +63,13 @@ import store  # noqa: E402
 
 FIX_RULE = (r"(?i)(?<![a-z])(fix\w*|bug\w*|hotfix|incorrect\w*|wrong\w*|error\w*|crash\w*|issue\w*|"
             r"correct(ly|ness|ion)?)(?![a-z])")
+
+# --kind refactor: the mechanical definition of a behaviour-preserving change (matched on the subject of a commit that
+# is no fix by FIX_RULE and adds or changes no test): a refactor, a simplification, tracing instead of scripting,
+# lint, annotations, names moved or replaced
+REFACTOR_RULE = (r"(?i)(?<![a-z_])(refactor\w*|simplif\w*|clean\w*|tidy|trace_only|traceable|trac(e|ing)|rename\w*|"
+                 r"lint\w*|ruff|annotat\w*|typing|namespaces?|reorgani[sz]\w*|mov(e|es|ed|ing)|replac\w*|use|chore|"
+                 r"style|format\w*|deduplicat\w*|duplicat\w*|unif(y|ied)|shared?)(?![a-z_])")
 
 PROJECTS = {
     "tvm": {
@@ -119,6 +130,7 @@ PREFIX = {"onnx": "onnx", "torch": "torch", "tflite": "tflite", "torchlib": "onn
 STOPWORDS = {"fix", "fixes", "fixed", "fixing", "bug", "bugfix", "the", "a", "an", "in", "of", "for", "to", "when",
              "op", "ops", "operator", "relax", "frontend", "pytorch", "onnx", "torchlib", "tvm", "and", "with",
              "on", "is", "by", "unity", "feat", "torch", "support", "issue", "incorrect", "wrong", "error", "s"}
+REFACTOR_STAGES = ["fix_by_rule", "not_refactor_by_rule", "no_frontend_change", "revert_does_not_apply", "qualifies"]
 STAGES = ["not_fix_by_rule", "no_frontend_change", "revert_does_not_apply", "no_own_test", "test_not_extractable",
           "test_not_failing_reverted", "test_not_passing_fixed", "qualifies"]
 
@@ -913,6 +925,24 @@ def emit(out: Path, args) -> None:
                 subprocess.run(["git", "-C", str(root), "checkout", "-q", "main"], check=True)
             ops = operators(proj, patch, root)
         renames = [f"{a} -> {b}" for a, b, _ in (tuple(x) for x in doc["meta"]["renames"])]
+        if doc["meta"].get("kind") == "refactor":
+            case = {"id": r["id"], "kind": "refactor",
+                    **({"package": proj["package"]} if proj["package"] != "tvm" else {}),
+                    "repo": proj["repo"], "commit": r["commit"], "url": r["url"], "merged": r["merged"],
+                    "title": r["subject"], "files": files, "operators": ops or ["(none found)"],
+                    "bug": "none expected: a change its subject calls behaviour-preserving (the screen's refactor rule), "
+                           "with no fix subject and no test of its own; a finding new in the PR is a false alarm "
+                           "unless a look by hand shows the change altered behaviour",
+                    "revert": ("base = installed sources with the commit's reverse diff applied ("
+                               + ("loosely, hunk by hunk" if r["revert"].startswith("applies loosely") else
+                                  "literal, `patch -R -F3`")
+                               + (f", after screen.py's API renames for {doc['meta']['project']}" if renames else "")
+                               + f": {r['revert']}); head = installed sources"),
+                    "screen": {"rule": "refactor", "window": f"[{doc['meta']['since']}, {doc['meta']['until']})",
+                               "tool": "benchmarks/regressions/screen.py --kind refactor"}}
+            blocks.append(yaml.safe_dump([case], sort_keys=False, width=200, allow_unicode=True))
+            added.append((case, cand))
+            continue
         adapt = []
         for item in r["upstream_test"]:
             if item.get("opinfo_entries"):
@@ -954,6 +984,9 @@ def emit(out: Path, args) -> None:
             repo, _, _ = build.build(candidate(case, cand), Path(tmp) / "repo")
             entry = build.record(case["id"], repo)
         stem = case["id"].replace("-", "_")
+        if case["kind"] == "refactor":   # no test of its own: the scan alone judges it
+            print(f"added {case['id']} (refactor)", file=sys.stderr)
+            continue
         store.put(case["id"], {f.name: f.read_text() for f in sorted(cand.glob(f"{stem}__*.py"))})
         lit = sum(materialise.literal_lines(f.get("edits", [])) for k in ("base_sources", "sources")
                   for f in entry.get(k, []))
@@ -975,6 +1008,9 @@ def main():
     ap.add_argument("--rule", choices=["subject", "subject-or-test"], default="subject-or-test",
                     help="which commits are fix commits: the subject matches FIX_RULE, or also every commit that "
                          "changes frontend code and adds or changes a test")
+    ap.add_argument("--kind", choices=["regression", "refactor"], default="regression",
+                    help="regression: fix commits reverted; refactor: behaviour-preserving commits (REFACTOR_RULE) "
+                         "applied, their reverse diff the base")
     ap.add_argument("--skip-known", action="store_true",
                     help="no ground truth for commits already in cases.yaml (cases or excluded)")
     ap.add_argument("--only", default="", help="comma-separated commit prefixes (debugging)")
@@ -1017,6 +1053,10 @@ def main():
         items = own_tests(proj, args.git_dir, row, files)
         by_test = bool(front) and bool(items)
         row["rule"] = "+".join(x for x, y in (("subject", by_subject), ("test", by_test)) if y)
+        if args.kind == "refactor":
+            refactor_row(proj, args, row, front, by_subject or by_test, taken, out)
+            write(out, args, rows)
+            continue
         if not (by_subject or (args.rule == "subject-or-test" and by_test)):
             row.update(stage="not_fix_by_rule", detail="")
             continue
@@ -1076,8 +1116,34 @@ def main():
     write(out, args, rows)
 
 
+def refactor_row(proj: dict, args, row: dict, front: list[tuple[str, str]], fix: bool, taken: set[str],
+                 out: Path) -> None:
+    """--kind refactor: a commit qualifies when it is no fix (FIX_RULE, own test), its subject says a
+    behaviour-preserving change (REFACTOR_RULE), it changes frontend code and its reverse diff applies to the
+    installed release (no transplant): the reverted sources are the case's base, the installed ones its head"""
+    if fix:
+        row.update(stage="fix_by_rule", detail="")
+    elif not re.search(REFACTOR_RULE, row["subject"]):
+        row.update(stage="not_refactor_by_rule", detail="")
+    elif not front:
+        row.update(stage="no_frontend_change", detail="")
+    else:
+        ok, detail, patch = try_revert(proj, args.git_dir, row, front)
+        if not ok:
+            row.update(stage="revert_does_not_apply", detail=detail)
+            return
+        row.update(stage="qualifies", detail=detail, revert=detail,
+                   id=row["in_corpus"] or "refactor-" + case_id(row, row["frontends"][0], taken))
+        cand = out / "cand" / row["id"]
+        if cand.exists():
+            shutil.rmtree(cand)
+        cand.mkdir(parents=True)
+        (cand / f"{row['id']}.diff").write_text(patch)
+
+
 def write(out: Path, args, rows: list[dict]) -> None:
     meta = {"project": args.project, "since": args.since, "until": args.until, "fix_rule": FIX_RULE, "rule": args.rule,
+            "kind": args.kind, **({"refactor_rule": REFACTOR_RULE} if args.kind == "refactor" else {}),
             "renames": [list(r) for r in PROJECTS[args.project]["renames"]],
             "head_of_mirror": git(args.git_dir, "rev-parse", "HEAD").strip()}
     (out / "screen.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
@@ -1091,6 +1157,8 @@ def write(out: Path, args, rows: list[dict]) -> None:
     md = [f"# Screen: {args.project}, first-parent commits touching {', '.join(PROJECTS[args.project]['folders'].values())}"
           f" with committer date in [{args.since}, {args.until})", "",
           f"Fix rule (subject): `{FIX_RULE}`", "",
+          *([f"Refactor rule (subject, no fix, no test of its own): `{REFACTOR_RULE}`", ""]
+            if args.kind == "refactor" else []),
           "| merged | commit | subject | frontend | rule | stopped at | detail | case |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         subj = r["subject"].replace("|", "\\|")[:90]
