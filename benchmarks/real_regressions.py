@@ -199,6 +199,14 @@ def judge(case: dict, out: Path, run: dict) -> dict:
         res["reason"] = f"scan failed (exit {run['exit']}): {run['stderr_tail'].strip().splitlines()[-1:] or ''}"
         return res
     if case["kind"] == "refactor":
+        # a change judged by hand to alter behaviour (cases.yaml `behaviour_change`): findings on its operators are
+        # the scan right, not a false alarm; any other finding still is one
+        changed = set().union(*(_canon(o) for o in (case.get("behaviour_change") or {}).get("operators", [])))
+        if new and changed and all(_canon(f.get("operator", "")) & changed for f in new):
+            res["outcome"] = "behaviour_change"
+            res["reason"] = (f"{len(new)} finding(s) new in PR, on the operators whose behaviour the change altered "
+                             f"(checked by hand: {case['behaviour_change'].get('why', '')}){partial}")
+            return res
         res["outcome"] = "false_alarm" if new else "timeout" if timed_out else "clean"
         res["reason"] = (f"{len(new)} finding(s) new in PR on a behaviour-preserving change{partial}" if new
                          else f"no finding new in PR{partial}")
@@ -309,7 +317,8 @@ def arms_summary(rows: list[dict], arms: list[str]) -> dict:
             if r["kind"] == "regression" and a.get("outcome") in ("caught", "missed", "error"):
                 s["regressions"] += 1
                 s["caught"] += a["outcome"] == "caught"
-            elif r["kind"] == "refactor" and a.get("outcome") in ("clean", "false_alarm", "error", "timeout"):
+            elif r["kind"] == "refactor" and a.get("outcome") in ("clean", "false_alarm", "error", "timeout",
+                                                                  "behaviour_change"):
                 s["refactors"] += 1
                 s["refactors_with_new_finding"] += a["outcome"] == "false_alarm"
             else:
@@ -500,7 +509,7 @@ def main():
 
     reg = [r for r in rows if r["kind"] == "regression" and r.get("outcome") in ("caught", "missed", "error")]
     ref = [r for r in rows if r["kind"] == "refactor" and r.get("outcome") in ("clean", "false_alarm", "error",
-                                                                                "timeout")]
+                                                                                "timeout", "behaviour_change")]
     walls = [r["scan"]["wall_seconds"] for r in rows if "scan" in r]
     summary = {
         "benchmark": "real_regressions", "cpu_count": os.cpu_count(), "budget": args.budget or "dlci default",
@@ -509,8 +518,10 @@ def main():
         "catch_rate": round(sum(r["outcome"] == "caught" for r in reg) / len(reg), 3) if reg else None,
         "excluded": [{"case": r["case"], "reason": r["reason"]} for r in rows if r.get("outcome") in
                      ("excluded", "skipped")],
-        "refactors": len(ref), "refactor_false_alarms": sum(r.get("new_in_pr", 0) for r in ref),
+        "refactors": len(ref),
+        "refactor_false_alarms": sum(r.get("new_in_pr", 0) for r in ref if r["outcome"] == "false_alarm"),
         "refactors_with_false_alarm": sum(r["outcome"] == "false_alarm" for r in ref),
+        "refactors_with_behaviour_change": sum(r["outcome"] == "behaviour_change" for r in ref),
         "scan_wall_seconds": {"median": round(statistics.median(walls), 1) if walls else None,
                               "max": max(walls) if walls else None, "n": len(walls)},
         "total_seconds": round(time.time() - t_all, 1),

@@ -351,6 +351,23 @@ def test_a_scan_that_died_is_an_error_not_a_clean_refactor_or_a_catch(tmp_path):
             == {"refactor": "false_alarm", "regression": "caught"}[kind]
 
 
+def test_a_refactor_whose_change_was_judged_by_hand_to_alter_behaviour_is_no_false_alarm_on_those_operators(tmp_path):
+    import json
+    rr = _real_regressions()
+    ok = {"exit": 0, "stderr_tail": "", "wall_seconds": 1.0}
+    case = {"id": "x", "kind": "refactor", "operators": ["aten::prelu"], "repo": "microsoft/onnxscript", "files": [],
+            "behaviour_change": {"operators": ["aten::prelu"], "why": "PRelu has no double kernel"}}
+    (tmp_path / "findings.json").write_text(json.dumps({"findings": [
+        {"operator": "aten::prelu", "new_in_pr": True, "target": "torch.onnx"}], "stats": {}, "pr": {}}))
+    got = rr.judge(case, tmp_path, ok)
+    assert got["outcome"] == "behaviour_change" and "PRelu has no double kernel" in got["reason"]
+    (tmp_path / "findings.json").write_text(json.dumps({"findings": [
+        {"operator": "aten::prelu", "new_in_pr": True, "target": "torch.onnx"},
+        {"operator": "aten::relu", "new_in_pr": True, "target": "torch.onnx"}], "stats": {}, "pr": {}}))
+    assert rr.judge(case, tmp_path, ok)["outcome"] == "false_alarm"   # another operator: still a false alarm
+    assert rr.judge({**case, "behaviour_change": None}, tmp_path, ok)["outcome"] == "false_alarm"
+
+
 def test_arms_are_summed_per_family():
     rr = _real_regressions()
     arm = {"outcome": "caught", "wall_seconds": 10.0, "changed_statements": 4, "reached_statements": 3,
@@ -406,6 +423,10 @@ def test_the_refactor_screen_takes_behaviour_preserving_subjects_and_no_fix(tmp_
     row = {"subject": "[torchlib] Add memory_format to ones_like (#2049)"}
     screen.refactor_row(screen.PROJECTS["onnxscript"], args, row, [("M", "f.py")], False, set(), tmp_path)
     assert row["stage"] == "not_refactor_by_rule"
+    # a revert that restores an attribute the installed release never names would break its base at run time
+    diff = "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-    dtype = A.checked_type.dtype  # .gone\n+    dtype = A.ty.dtype\n"
+    assert screen.unknown_attributes(screen.PROJECTS["tvm"], diff) == ["checked_type"]
+    assert screen.unknown_attributes(screen.PROJECTS["tvm"], diff.replace("checked_type", "ty")) == []
 
 
 def test_an_arm_whose_flag_dlci_lacks_is_skipped():

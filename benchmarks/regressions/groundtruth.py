@@ -132,10 +132,48 @@ def run_tests(case: dict, checkout: Path, stop_first: bool, timeout: float = 120
         shutil.rmtree(tdir, ignore_errors=True)
 
 
+def imports_both(case: dict, repo: Path, base: str, head: str, refresh: bool = False) -> dict:
+    """A refactor's ground truth: both revisions import every module the change touches (a reverse diff can restore
+    a call the installed release no longer takes, which no name check sees); cached by the two trees."""
+    trees = [subprocess.run(["git", "-C", str(repo), "rev-parse", f"{rev}^{{tree}}"], capture_output=True, text=True,
+                            check=True).stdout.strip() for rev in (base, head)]
+    path = cache_dir() / f"{case['id']}-imports-{trees[0][:12]}-{trees[1][:12]}.json"
+    if path.exists() and not refresh:
+        return {**json.loads(path.read_text()), "cached": True}
+    package = package_of(case)
+    changed = subprocess.run(["git", "-C", str(repo), "diff", "--name-only", base, head], capture_output=True,
+                             text=True, check=True).stdout.split()
+    root = Path(LAYOUT[package][0]).parent   # python/ for TVM, the root for onnxscript
+    modules = sorted(".".join(Path(f).relative_to(root).with_suffix("").parts) for f in changed
+                     if f.endswith(".py") and Path(f).is_relative_to(root))
+    out: dict = {"valid": True, "reason": f"refactor: both revisions import {', '.join(modules) or 'no module'}",
+                 "modules": modules}
+    work = Path(tempfile.mkdtemp(prefix="gt-imports-"))
+    try:
+        for name, rev in (("base", base), ("head", head)):
+            co = work / name
+            _export(repo, rev, co)
+            env = {**os.environ, "PYTHONPATH": str(co / root), "PYTHONDONTWRITEBYTECODE": "1"}
+            if package == "tvm":
+                env["TVM_LIBRARY_PATH"] = str(installed_tvm() / "lib")
+            code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\n"
+            proc = subprocess.run([sys.executable, "-c", code, *modules], cwd=work, env=env, capture_output=True,
+                                  text=True, timeout=600)
+            out[name] = {"status": "passed" if proc.returncode == 0 else "failed",
+                         "first_error": [l for l in proc.stderr.splitlines() if l.strip()][-1:]}
+            if proc.returncode != 0 and out["valid"]:
+                out.update(valid=False, reason=f"refactor: the {name} revision does not import the touched modules "
+                                               f"({out[name]['first_error'][0][:200] if out[name]['first_error'] else proc.returncode})")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    path.write_text(json.dumps(out, indent=1))
+    return {**out, "cached": False}
+
+
 def check(case: dict, repo: Path, base: str, head: str, refresh: bool = False) -> dict:
     """{'valid': bool, 'reason': str, 'head': {...}, 'base': {...}} (cached)."""
     if case["kind"] != "regression":
-        return {"valid": True, "reason": "refactor: no ground truth needed", "cached": False}
+        return imports_both(case, repo, base, head, refresh)
     if not test_digests(case):
         return {"valid": False, "reason": "no upstream test for this fix", "cached": False}
     test_files(case)   # extracted and checked against their recorded sha256 (StoreError), cached result or not

@@ -28,8 +28,9 @@ and the first one a commit fails is the column that stopped it:
   qualifies              a case: the reverse diff is the head, the extracted test its ground truth
 
 With --kind refactor the stages are fix_by_rule (FIX_RULE or an own test: not a refactor), not_refactor_by_rule
-(the subject does not match REFACTOR_RULE), no_frontend_change, revert_does_not_apply (no transplant) and qualifies:
-the reverse diff is the base, the installed release the head (refactor_row).
+(the subject does not match REFACTOR_RULE), no_frontend_change, revert_does_not_apply (no transplant),
+does_not_import (either revision fails to import a touched module: groundtruth.imports_both) and qualifies: the
+reverse diff is the base, the installed release the head (refactor_row).
 
 The screen never runs dlci and never looks at whether dlci catches a case. Writes DIR/screen.{json,csv,md} and, for
 every commit past the revert stage, DIR/cand/<id>/ (<id>.diff and the extracted upstream test files, named as store.py
@@ -130,7 +131,8 @@ PREFIX = {"onnx": "onnx", "torch": "torch", "tflite": "tflite", "torchlib": "onn
 STOPWORDS = {"fix", "fixes", "fixed", "fixing", "bug", "bugfix", "the", "a", "an", "in", "of", "for", "to", "when",
              "op", "ops", "operator", "relax", "frontend", "pytorch", "onnx", "torchlib", "tvm", "and", "with",
              "on", "is", "by", "unity", "feat", "torch", "support", "issue", "incorrect", "wrong", "error", "s"}
-REFACTOR_STAGES = ["fix_by_rule", "not_refactor_by_rule", "no_frontend_change", "revert_does_not_apply", "qualifies"]
+REFACTOR_STAGES = ["fix_by_rule", "not_refactor_by_rule", "no_frontend_change", "revert_does_not_apply",
+                   "does_not_import", "qualifies"]
 STAGES = ["not_fix_by_rule", "no_frontend_change", "revert_does_not_apply", "no_own_test", "test_not_extractable",
           "test_not_failing_reverted", "test_not_passing_fixed", "qualifies"]
 
@@ -584,6 +586,30 @@ def missing_api(proj: dict, diff: str) -> list[str]:
             if not isinstance(obj, type(importlib)):
                 break   # past the modules: the first attribute of a class/function is enough
     return missing
+
+
+@functools.lru_cache(maxsize=None)
+def _release_names(package: str) -> frozenset:
+    """every identifier the installed release's Python sources write, and the names numpy, torch and onnx define"""
+    import importlib
+    names = set()
+    for f in installed_dir(package).rglob("*.py"):
+        names.update(re.findall(r"[A-Za-z_]\w*", f.read_text(errors="replace")))
+    for mod in ("numpy", "torch", "onnx"):
+        try:
+            names.update(dir(importlib.import_module(mod)))
+        except ImportError:
+            pass
+    return frozenset(names)
+
+
+def unknown_attributes(proj: dict, diff: str) -> list[str]:
+    """attributes (``x.checked_type``) on the lines the revert restores that the installed release never names: an
+    API removed since (a reverted refactor whose base would fail at run time on every call, not at import)"""
+    restored = "\n".join(l[1:] for l in diff.splitlines() if l.startswith("-") and not l.startswith("---"))
+    restored = re.sub(r"#.*|'[^'\n]*'|\"[^\"\n]*\"", "", restored)
+    known = _release_names(proj["package"])
+    return sorted({a for a in re.findall(r"(?<=[\w)\]])\.([A-Za-z_]\w*)", restored) if a not in known})
 
 
 # ---- the fix's own tests
@@ -1132,13 +1158,28 @@ def refactor_row(proj: dict, args, row: dict, front: list[tuple[str, str]], fix:
         if not ok:
             row.update(stage="revert_does_not_apply", detail=detail)
             return
-        row.update(stage="qualifies", detail=detail, revert=detail,
-                   id=row["in_corpus"] or "refactor-" + case_id(row, row["frontends"][0], taken))
+        diff = rename_diff(git(args.git_dir, "diff", "--no-renames", "--no-color", "-U3", row["parent"], row["commit"],
+                               "--", *[f for _, f in front]), proj["renames"], proj.get("path_renames"))
+        unknown = unknown_attributes(proj, diff)
+        if unknown:
+            row.update(stage="revert_does_not_apply",
+                       detail=f"the restored lines use attributes the release never names: {', '.join(unknown[:4])}")
+            return
+        row.update(revert=detail, id=row["in_corpus"] or "refactor-" + case_id(row, row["frontends"][0], taken))
         cand = out / "cand" / row["id"]
         if cand.exists():
             shutil.rmtree(cand)
         cand.mkdir(parents=True)
         (cand / f"{row['id']}.diff").write_text(patch)
+        import build
+        import groundtruth as gt
+        case = {"id": row["id"], "kind": "refactor", "repo": proj["repo"], "title": row["subject"], "url": row["url"],
+                **({"package": proj["package"]} if proj["package"] != "tvm" else {})}
+        with tempfile.TemporaryDirectory(prefix="screen-imports-") as tmp:
+            repo, base, head = build.build(candidate(case, cand), Path(tmp) / "repo")
+            res = gt.imports_both(case, repo, base, head)
+        row.update(stage="qualifies" if res["valid"] else "does_not_import", detail=detail if res["valid"] else
+                   res["reason"])
 
 
 def write(out: Path, args, rows: list[dict]) -> None:
