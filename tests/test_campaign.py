@@ -348,3 +348,50 @@ def test_the_checks_on_base_are_reserved_at_the_base_revisions_measured_import_t
     # no new finding owes nothing
     old = [SimpleNamespace(**{**vars(f), "new_in_pr": False}) for f in findings]
     assert _new_checks_owed(campaign, old, options, SimpleNamespace(base_import_seconds=3.0), True) == 0.0
+
+
+def test_a_failure_one_signature_shares_over_two_operators_is_new_where_base_passes_the_other(monkeypatch):
+    """A real onnxscript PR (the vec overload of upsample_bilinear2d, reverted) makes torch.onnx decompose
+    upsample_bilinear, and the decomposition crashes in a converter frame that interpolate's tests, failing so on
+    base too, crash in: one signature over both operators. Base re-ran the 8 best instances, all interpolate, and
+    the whole finding was called "already on base". Base must see every operator among the instances, and the
+    operator it passes is new in the PR, its re-runs' unsampled likes with it."""
+    from dlci.campaign import Campaign, RunOptions
+    from dlci.findings import Finding
+    from dlci.instance import Instance, Origin, TensorSpec
+    from dlci.outcome import CRASH, PASS, Outcome
+    from dlci.scan import attribution
+    from dlci.targets import get
+    target = "onnxscript.torchlib"
+
+    def inst(n: int, op: str, side: int) -> Instance:
+        return Instance(op=op, framework="torch", call={"kind": "torch_fn", "fn": "f"},
+                        inputs=[TensorSpec([1, 1, side, side + n], "float32")], params={},
+                        origin=Origin("opinfo", f"{op}#{n}"), id=f"{op.split('::')[1]}{n}")
+    insts = {i.id: i for i in [inst(n, "aten::interpolate", 4) for n in range(12)]
+             + [inst(n, "aten::upsample_bilinear", 9) for n in range(4)]}  # larger: never among the 8 smallest
+    campaign = Campaign(instances=insts, targets={target: get(target)})
+
+    def crash(iid: str) -> Outcome:
+        return Outcome(iid, insts[iid].op, target, CRASH, "convert", "ConversionError",
+                       "aten_arange() got an unexpected keyword argument 'device'")
+    sig = campaign.signature(crash("interpolate0"))
+    campaign.failures[sig] = [crash(i) for i in insts]
+    f = Finding(id="F001", oracle="crash", operator="aten::interpolate", target=target, target_version="",
+                symptom="ConversionError", stage="convert", signature=sig, message="", instance_id="interpolate0",
+                origin={}, instances=sorted(insts), operators=["aten::interpolate", "aten::upsample_bilinear"])
+    asked = []
+
+    def on_base(jobs, *_args):  # the base revision: interpolate fails the same way, upsample_bilinear converts
+        asked.extend(j.instance_id for j in jobs)
+        return {j.id: crash(j.instance_id) if j.op == "aten::interpolate" else
+                Outcome(j.instance_id, j.op, target, PASS) for j in jobs}
+    monkeypatch.setattr(attribution, "_run", on_base)
+    parts = attribution.attribute([f], campaign, RunOptions(out=Path("unused")), {}, time.monotonic() + 60)
+    assert {insts[i].op for i in asked} == {"aten::interpolate", "aten::upsample_bilinear"}
+    assert len(asked) == attribution.BASE_RERUNS  # one more form costs no more re-runs than before
+    old, new = sorted(parts, key=lambda p: bool(p.new_in_pr))
+    assert old.new_in_pr is False and old.operators == ["aten::interpolate"]
+    assert new.new_in_pr is True and new.operators == ["aten::upsample_bilinear"]
+    assert len(new.instances) == 4 and new.instance_id.startswith("upsample_bilinear")  # passes on base
+    assert new.base["status"] == PASS and new.signature.endswith("|new in PR")

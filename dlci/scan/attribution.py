@@ -21,6 +21,7 @@ from dlci.findings import Finding
 from dlci.outcome import CRASH, UNSUPPORTED, Outcome, same_digest
 
 BASE_RERUNS = 8  # instances of one finding re-run on the base revision, each attributed on its own
+BASE_FORMS = 32  # and at least one of each of its first forms (operator, how the model is written): see _form
 SUPPORT_PROBES = 32  # per (target, operator): the first of each kind said unsupported on head before any second
 HEAD_AGAIN = 2  # head re-runs of a wrong result whose numbers differ on base (are they stable at all?)
 BASE_AGAIN = 2  # and base re-runs: uninitialised memory often reads the same twice in a row on one side
@@ -93,20 +94,37 @@ def _job(prefix: str, campaign: Campaign, iid: str, target: str) -> Job:
                target=target, affinity=iid)
 
 
+def _form(campaign: Campaign, iid: str) -> tuple:
+    """What base re-runs must each see at least once among a finding's instances: one signature can span operators
+    and ways of writing the model (a shared converter frame), and base may fail on some of them and pass on others."""
+    inst = campaign.instances.get(iid)
+    return (inst.op, inst.framework, inst.origin.source) if inst is not None else (iid,)
+
+
+def _base_sample(f: Finding, campaign: Campaign) -> list[str]:
+    """The instances of ``f`` re-run on base, in order: its representative, then the best of each other form
+    (up to BASE_FORMS), then the next best up to BASE_RERUNS in all."""
+    spread = campaign.spread(f.instances)
+    ranked = [f.instance_id] + sorted((i for i in f.instances if i != f.instance_id),
+                                      key=lambda i: campaign.face(i, spread))
+    firsts: dict[tuple, str] = {}
+    for i in ranked:
+        firsts.setdefault(_form(campaign, i), i)
+    chosen = list(firsts.values())[:BASE_FORMS]
+    rest = [i for i in ranked if i not in set(chosen)]
+    return chosen + rest[:max(0, BASE_RERUNS - len(chosen))]
+
+
 def attribute(findings: list[Finding], campaign: Campaign, options: RunOptions, base_env: dict,
               deadline: float, head_env: dict | None = None, compare: Comparison = BASE) -> list[Finding]:
     """Re-run each finding's instances on the base revision (``compare``: or another side, e.g. an older release),
     each judged on its own: an instance that fails the same way there (same signature and, for wrong results, the
     very same wrong numbers) is old; one that passes, or fails otherwise, is new. A finding with both is split in two,
     so a new failure is never hidden in an old one. Returns the findings, split ones included."""
-    per_finding = []
-    for f in findings:
-        spread = campaign.spread(f.instances)
-        ids = [f.instance_id] + sorted((i for i in f.instances if i != f.instance_id),
-                                       key=lambda i: campaign.face(i, spread))
-        per_finding.append([_job(f"base{f.id}", campaign, iid, f.target) for iid in ids[:BASE_RERUNS]])
+    per_finding = [[_job(f"base{f.id}", campaign, iid, f.target) for iid in _base_sample(f, campaign)]
+                   for f in findings]
     # round robin: every finding's representative first, so a deadline leaves as few findings unattributed as it can
-    jobs = [js[k] for k in range(BASE_RERUNS) for js in per_finding if k < len(js)]
+    jobs = [js[k] for k in range(max(map(len, per_finding), default=0)) for js in per_finding if k < len(js)]
     results = _run(jobs, campaign, options, base_env, compare.log, deadline)
     unsteady = _unsteady_values(findings, jobs, results, campaign, options, head_env, deadline, base_env)
     heads = _head_numbers(findings, jobs, results, campaign, options, head_env, deadline)
@@ -123,6 +141,11 @@ def attribute(findings: list[Finding], campaign: Campaign, options: RunOptions, 
                                                       or i in unsteady)) or _never_worked(o, f)]
         new = [i for i in base if i not in old]
         unattributed = [i for i in f.instances if i not in base]
+        # an instance not re-run goes with the re-runs of its own form: where base passed every one of them, it is
+        # new too (a signature shared by two operators, one failing so on base, must not hide the other)
+        new_forms = {_form(campaign, i) for i in new} - {_form(campaign, i) for i in old}
+        new += [i for i in unattributed if _form(campaign, i) in new_forms]
+        unattributed = [i for i in unattributed if i not in new]
         if old and new:  # one signature, two stories: report them apart
             out += [_part(f, old + unattributed, False, base, campaign, compare),
                     _part(f, new, True, base, campaign, compare, suffix=compare.suffix)]
