@@ -395,3 +395,9 @@ def test_a_failure_one_signature_shares_over_two_operators_is_new_where_base_pas
     assert new.new_in_pr is True and new.operators == ["aten::upsample_bilinear"]
     assert len(new.instances) == 4 and new.instance_id.startswith("upsample_bilinear")  # passes on base
     assert new.base["status"] == PASS and new.signature.endswith("|new in PR")
+    # generated graphs are operators of their own name, but one form: 40 of them cost no more re-runs
+    graphs = {f"g{n}": Instance(op=f"graph::fuzz{n}", framework="onnx", call={"kind": "onnx_model"}, inputs=[],
+                                params={}, origin=Origin("fuzz", f"g{n}"), id=f"g{n}") for n in range(40)}
+    campaign.instances.update(graphs)
+    g = Finding.from_dict({**f.to_dict(), "instances": sorted(graphs), "instance_id": "g0"})
+    assert len(attribution._base_sample(g, campaign)) == attribution.BASE_RERUNS

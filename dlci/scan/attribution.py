@@ -98,7 +98,11 @@ def _form(campaign: Campaign, iid: str) -> tuple:
     """What base re-runs must each see at least once among a finding's instances: one signature can span operators
     and ways of writing the model (a shared converter frame), and base may fail on some of them and pass on others."""
     inst = campaign.instances.get(iid)
-    return (inst.op, inst.framework, inst.origin.source) if inst is not None else (iid,)
+    if inst is None:
+        return (iid,)
+    # generated graphs (graph::<name>) are one form per source: each is an operator id of its own
+    op = "graph" if inst.op.startswith("graph::") else inst.op
+    return (op, inst.framework, inst.origin.source)
 
 
 def _base_sample(f: Finding, campaign: Campaign) -> list[str]:
