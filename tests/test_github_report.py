@@ -156,6 +156,8 @@ def hostile_doc() -> dict:
              rule={"name": "r`@x", "category_title": "@org/t", "summary": "#123 GH-4 <script>",
                    "graph_a": "<img src=x>", "graph_b": "@u\n## g"})
     f["repro"] = "repro/F001`@user.py"
+    f["extra"] = {"explains_graph_findings": [{"symptom": EVIL_TEXT, "stage": "## s @org/team", "instances": 2,
+                                               "instance": "g`@user #3", "operator": EVIL_OP}]}
     known = finding(2, new=False, signature="k")
     known["known"] = {"link": "javascript:alert(1)//@org/team", "note": "tracked in #77 by @maintainer\n## x"}
     old = finding(3, new=False, signature="o")
@@ -375,3 +377,37 @@ def test_operators_one_changed_line_took_support_from_are_one_entry_of_the_comme
     split = comment.render(doc(since + others, touched=touched), {})
     assert "**F001 … F003**" not in split and "Introduced by commit def5678 another commit." in split
     assert split.count("Introduced by commit abc1234") == 2
+
+
+def test_graph_failures_an_operators_new_failure_explains_are_folded_into_it():
+    """A real TVM fix reverted (ReduceL1 at opset 18) gave 2 operator findings and 25 more, one per generated graph
+    holding a ReduceL1 whose wrong shape a later node trips on; localisation tested each node alone and ReduceL1
+    failed. Those graphs are that finding again: folded into it and said once, in the report and the comment. A
+    graph whose lone failing operator has no new finding of its own, or is old, or none fails alone, stays."""
+    from dlci.findings import Finding
+    from dlci.report import render_markdown
+    from dlci.scan import _fold_explained_graph_findings
+
+    def f(n, op, *, new=True, source="opinfo", alone=None, target="tvm.from_onnx", symptom="shape mismatch"):
+        extra = {"graph": {"multi_operator": True, "framework": "onnx", "each_operator_alone": alone}} \
+            if alone is not None else {}
+        return Finding(id=f"F{n:03d}", oracle="crash" if source == "fuzz" else "inconsistency", operator=op,
+                       target=target, target_version="0.27", symptom=symptom, stage="convert", signature=f"s{n}",
+                       message="", instance_id=f"i{n}", origin={"source": source, "test": "t"},
+                       instances=[f"i{n}"], operators=[op], new_in_pr=new, base={"status": "pass"}, extra=extra)
+    l1 = f(1, "onnx::ReduceL1")
+    old_max = f(2, "onnx::ReduceMax", new=False)
+    broken = {"0:ReduceL1": "inconsistency (shape mismatch)", "1:Slice": "pass"}
+    explained = [f(n, f"graph::fuzz{n}", source="fuzz", alone=broken, symptom="ValueError") for n in (3, 4)]
+    kept = [f(5, "graph::fuzz5", source="fuzz", alone={"0:ReduceMax": "crash", "1:Slice": "pass"}),  # old op
+            f(6, "graph::fuzz6", source="fuzz", alone={"0:ReduceL1": "pass", "1:Slice": "pass"}),  # none alone
+            f(7, "graph::fuzz7", source="fuzz", alone=broken, target="tvm.from_onnx.cuda"),  # another target
+            f(8, "graph::fuzz8", source="fuzz", alone=broken, new=False)]  # old itself: not folded
+    out = _fold_explained_graph_findings([l1, old_max, *explained, *kept])
+    assert [x.id for x in out] == ["F001", "F002", "F005", "F006", "F007", "F008"]
+    assert [g["operator"] for g in l1.extra["explains_graph_findings"]] == ["graph::fuzz3", "graph::fuzz4"]
+    d = doc([x.to_dict() for x in out[:1]])
+    assert "It also breaks 2 generated graph(s)" in comment.render(d, {})
+    assert "it also breaks 2 generated graph(s) it is part of, which fail there and pass on base: " \
+        "2× ValueError at convert" in render_markdown(d)
+

@@ -153,7 +153,7 @@ def graph_details(outcome: Outcome, inst: Instance) -> dict:
     return {"localised_to": loc.get("operator", outcome.op), "node": loc.get("node", ""),
             "multi_operator": bool(loc.get("multi_operator")), **audee,
             "graph_operators": loc.get("nodes", count),
-            "operators": count, "node_types": types,
+            "operators": count, "node_types": types, "framework": inst.framework,
             "multi_operator_only": bool(loc.get("multi_operator")) and every and
             all(s == "pass" for s in alone.values()),
             "each_operator_alone": alone, "every_operator_checked": every,

@@ -55,7 +55,7 @@ def _grouped(findings: list[dict]) -> list[dict]:
     def key(f: dict) -> tuple:  # members share every note the entry shows once (base, bisection, known issue)
         known = f.get("known") or {}
         return (attribution(f), f["target"], f["symptom"], f.get("selected_by"), f.get("base_note"),
-                f.get("bisect_note"), known.get("link"), known.get("note"))
+                f.get("bisect_note"), f.get("graph_note"), known.get("link"), known.get("note"))
 
     groups: dict[tuple, list[dict]] = {}
     for f in findings:
@@ -81,6 +81,15 @@ def _base_note(f: dict) -> str | None:
         return (f"On base the same instances also fail, differently ({prose(base.get('status'), 80)}: "
                 f"{prose(base.get('symptom'))}).")
     return None
+
+
+def _graph_note(f: dict) -> str | None:
+    """The generated graphs whose new failures this finding explains (dlci.scan folds them into it)."""
+    graphs = (f.get("extra") or {}).get("explains_graph_findings")
+    if not isinstance(graphs, list) or not graphs:
+        return None
+    return (f"It also breaks {len(graphs)} generated graph(s) it is part of (new failures there, "
+            "shown in the report under this finding).")
 
 
 def _bisect_note(f: dict) -> str | None:
@@ -131,7 +140,7 @@ def render(doc: dict, scripts: dict[str, bytes] | None = None, *, details_url: s
         data = (scripts or {}).get(f.get("repro") or "")
         text = data.decode("utf-8", errors="replace") if data is not None else None
         findings.append({**f, "selected_by": _selected_by(f, touched), "base_note": _base_note(f),
-                         "bisect_note": _bisect_note(f), "full_repro": text})
+                         "bisect_note": _bisect_note(f), "graph_note": _graph_note(f), "full_repro": text})
     findings = _grouped(findings)
     skipped = []
     for target, counts in (stats.get("per_target") or {}).items():

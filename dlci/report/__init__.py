@@ -6,6 +6,7 @@ written as they are.
 """
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from dlci.findings import attribution
@@ -313,6 +314,17 @@ def _graph_lines(f: dict) -> list[str]:
     return lines
 
 
+def _explained_graphs(f: dict) -> list[str]:
+    """The generated graphs whose new failures this operator's own failure explains (folded into it by the scan)."""
+    graphs = (f.get("extra") or {}).get("explains_graph_findings") or []
+    if not isinstance(graphs, list) or not graphs:
+        return []
+    kinds = Counter(f"{P(g.get('symptom'), 80)} at {P(g.get('stage'), 20)}" for g in graphs if isinstance(g, dict))
+    return [f"- it also breaks {len(graphs)} generated graph(s) it is part of, which fail there and pass on base: "
+            + ", ".join(f"{n}× {k}" for k, n in kinds.most_common(6))
+            + (f", e.g. {C(graphs[0].get('instance'), 100)}" if isinstance(graphs[0], dict) else "")]
+
+
 def _culprit_lines(g: dict) -> list[str]:
     """Audee's answers for a wrong output: where the divergence starts, the culprit's parameters that matter and
     its share of the final error."""
@@ -442,6 +454,7 @@ def _finding_section(f: dict, against: dict | None) -> list[str]:
             *_graph_lines(f),
             *([f"- the same failure also shows through: {', '.join(P(x, 100) for x in f['also_in'])}"]
               if f.get("also_in") else []),
+            *_explained_graphs(f),
             *([f"- new in {P(against['package'], 80)} {P(against['installed'], 80)}: {_new_in_release(f)}"]
               if against else [f"- new in PR: {_new_in_pr(f)}"]),
             *_bisected(f),

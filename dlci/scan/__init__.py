@@ -544,6 +544,7 @@ def attribute_on_base(pull: PullRequest, tested: HeadRun, revisions: Revisions) 
         base_passed=stream.support_on_base if stream is not None else set())
     findings = attribution.fold(findings)
     findings = _without_old_graph_findings(findings, pr)
+    findings = _fold_explained_graph_findings(findings)
     _no_environment_failure(campaign, findings)
     # what the PR broke is the report's point: the reproducers of its new findings, checked alone on head and on
     # base, keep their time before the probes for what it fixed start
@@ -687,6 +688,45 @@ def _fold_graph_duplicates(findings: list) -> list:
             continue
         head.extra["also_in_generated_graphs"] = head.extra.get("also_in_generated_graphs", 0) + len(f.instances)
     return kept
+
+
+def _fold_explained_graph_findings(findings: list) -> list:
+    """A generated graph's new failure that needs several operators, where one of its operators fails alone on the
+    same target (localisation's each-operator test) and has a finding new in the PR of its own, is that operator's
+    change showing downstream (a reduction's wrong shape that a later Slice trips on): folded into that finding,
+    which says so, instead of one more entry per graph. A graph whose lone failing operator has no new finding,
+    or none fails alone, stays a finding of its own."""
+    from dlci import operators
+    own = {}
+    for f in findings:
+        if f.new_in_pr and f.origin.get("source") != "fuzz":
+            own.setdefault((f.target, operators.instance_ops(f.operator)), f)
+    kept = []
+    for f in findings:
+        g = f.extra.get("graph") or {}
+        head = next((own[key] for key in _failing_alone(f) if key in own), None) \
+            if f.new_in_pr and f.origin.get("source") == "fuzz" and g.get("multi_operator") else None
+        if head is None:
+            kept.append(f)
+            continue
+        head.extra.setdefault("explains_graph_findings", []).append(
+            {"operator": f.operator, "symptom": f.symptom, "stage": f.stage, "instances": len(f.instances),
+             "instance": f.instance_id, "signature": f.signature})
+    return kept
+
+
+def _failing_alone(f) -> list[tuple]:
+    """(target, operator) of the nodes of a graph finding that fail alone on its target (dlci.localise's "alone":
+    node label "k:Type" -> status), in graph order."""
+    from dlci import operators
+    out = []
+    for node, status in ((f.extra.get("graph") or {}).get("each_operator_alone") or {}).items():
+        if not status.startswith(("inconsistency", "crash")):
+            continue
+        kind = node.split(":", 1)[-1]
+        namespace = "aten" if (f.extra.get("graph") or {}).get("framework") == "torch" else "onnx"
+        out.append((f.target, operators.instance_ops(kind if "::" in kind else f"{namespace}::{kind}")))
+    return out
 
 
 def _without_old_graph_findings(findings: list, pr: dict) -> list:
