@@ -98,6 +98,17 @@ def _export(repo: Path, rev: str, dest: Path) -> None:
         (dest / "include").symlink_to(inc)
 
 
+def checkout_env(package: str, checkout: Path, *more: Path) -> dict:
+    """The environment that imports ``package`` from a checkout's sources (TVM's with the installed native library)
+    before the installed one; ``more``: folders after it on the path."""
+    src_root = checkout / Path(LAYOUT[package][0]).parent   # python/ for TVM, the root for onnxscript
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src_root), *map(str, more)]),
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    if package == "tvm":
+        env["TVM_LIBRARY_PATH"] = str(installed_tvm() / "lib")
+    return env
+
+
 def run_tests(case: dict, checkout: Path, stop_first: bool, timeout: float = 1200) -> dict:
     files = test_files(case)
     tdir = Path(tempfile.mkdtemp(prefix="gt-tests-"))
@@ -107,11 +118,7 @@ def run_tests(case: dict, checkout: Path, stop_first: bool, timeout: float = 120
         shutil.copy(store.UPSTREAM / "_torch_numeric.py", tdir / "_torch_numeric.py")
         (tdir / "conftest.py").write_text(CONFTEST)
         package = package_of(case)
-        src_root = checkout / Path(LAYOUT[package][0]).parent   # python/ for TVM, the root for onnxscript
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src_root), str(tdir)]),
-               "DLCI_GT_CHECKOUT": str(checkout), "DLCI_GT_PACKAGE": package, "PYTHONDONTWRITEBYTECODE": "1"}
-        if package == "tvm":
-            env["TVM_LIBRARY_PATH"] = str(installed_tvm() / "lib")
+        env = {**checkout_env(package, checkout, tdir), "DLCI_GT_CHECKOUT": str(checkout), "DLCI_GT_PACKAGE": package}
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "--rootdir",
                str(tdir), "-W", "ignore", *(["-x"] if stop_first else []), *[name for name, _ in files]]
         t0 = time.time()
@@ -153,9 +160,7 @@ def imports_both(case: dict, repo: Path, base: str, head: str, refresh: bool = F
         for name, rev in (("base", base), ("head", head)):
             co = work / name
             _export(repo, rev, co)
-            env = {**os.environ, "PYTHONPATH": str(co / root), "PYTHONDONTWRITEBYTECODE": "1"}
-            if package == "tvm":
-                env["TVM_LIBRARY_PATH"] = str(installed_tvm() / "lib")
+            env = checkout_env(package, co)
             code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\n"
             proc = subprocess.run([sys.executable, "-c", code, *modules], cwd=work, env=env, capture_output=True,
                                   text=True, timeout=600)

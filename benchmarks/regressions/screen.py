@@ -379,14 +379,18 @@ def loose_revert(diff: str, root: Path, folders: list[str]) -> tuple[bool, str]:
                   + (f", {moved} in another module of the folder" if moved else ""))
 
 
+def commit_diff(proj: dict, gitdir: str, row: dict, paths: list[str]) -> str:
+    """The commit's diff over ``paths``, in the installed release's layout (the project's renames applied)."""
+    diff = git(gitdir, "diff", "--no-renames", "--no-color", "-U3", row["parent"], row["commit"], "--", *paths)
+    return rename_diff(diff, proj["renames"], proj.get("path_renames"))
+
+
 def try_revert(proj: dict, gitdir: str, row: dict, files: list[tuple[str, str]],
                loose: bool = True) -> tuple[bool, str, str]:
     """(applies, detail, patch against the installed sources): the reverse diff with `patch -R -F3`, else (loose)
     with loose_revert"""
     pkg = installed_dir(proj["package"])
-    paths = [f for _, f in files]
-    diff = git(gitdir, "diff", "--no-renames", "--no-color", "-U3", row["parent"], row["commit"], "--", *paths)
-    diff = rename_diff(diff, proj["renames"], proj.get("path_renames"))
+    diff = commit_diff(proj, gitdir, row, [f for _, f in files])
     files = [(s, renamed_path(proj, f)) for s, f in files]
     tmp = Path(tempfile.mkdtemp(prefix="screen-rev-"))
     try:
@@ -603,12 +607,17 @@ def _release_names(package: str) -> frozenset:
     return frozenset(names)
 
 
+DEFINES = r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)|(?:^\s*|\.)([A-Za-z_]\w*)\s*=(?!=)"
+
+
 def unknown_attributes(proj: dict, diff: str) -> list[str]:
     """attributes (``x.checked_type``) on the lines the revert restores that the installed release never names: an
     API removed since (a reverted refactor whose base would fail at run time on every call, not at import)"""
     restored = "\n".join(l[1:] for l in diff.splitlines() if l.startswith("-") and not l.startswith("---"))
     restored = re.sub(r"#.*|'[^'\n]*'|\"[^\"\n]*\"", "", restored)
-    known = _release_names(proj["package"])
+    # and names the restored lines define themselves (a method the revert brings back, then called as self._x)
+    defined = {n for pair in re.findall(DEFINES, restored, re.M) for n in pair if n}
+    known = _release_names(proj["package"]) | defined
     return sorted({a for a in re.findall(r"(?<=[\w)\]])\.([A-Za-z_]\w*)", restored) if a not in known})
 
 
@@ -1158,9 +1167,7 @@ def refactor_row(proj: dict, args, row: dict, front: list[tuple[str, str]], fix:
         if not ok:
             row.update(stage="revert_does_not_apply", detail=detail)
             return
-        diff = rename_diff(git(args.git_dir, "diff", "--no-renames", "--no-color", "-U3", row["parent"], row["commit"],
-                               "--", *[f for _, f in front]), proj["renames"], proj.get("path_renames"))
-        unknown = unknown_attributes(proj, diff)
+        unknown = unknown_attributes(proj, commit_diff(proj, args.git_dir, row, [f for _, f in front]))
         if unknown:
             row.update(stage="revert_does_not_apply",
                        detail=f"the restored lines use attributes the release never names: {', '.join(unknown[:4])}")
