@@ -314,7 +314,9 @@ def test_the_findings_a_follow_up_wants_are_checked_first_and_followed_up_by_the
     """A scan checks each new finding's reproducer on head and then on base. Reserving the base's checks apart left
     seven new findings of a real scan unchecked on head (the reservation ~52 s, the checks took 19 s): now the
     worker that saw a new finding reproduce follows it up at once, the new findings go before the others and may
-    start up to their own (later) deadline, and none starts without room for both of its checks."""
+    start up to their own (later) deadline. Near the deadline a new finding is still checked on head (a real scan
+    left 4 new findings unchecked for want of room for both checks, and checked 7 old ones after them): its
+    follow-up bounds itself."""
     import time
 
     from dlci.campaign import RunOptions
@@ -338,11 +340,19 @@ def test_the_findings_a_follow_up_wants_are_checked_first_and_followed_up_by_the
     bases = [n for n, e in enumerate(events) if e[0] == "base"]
     assert len(heads) == 2 and heads[0] < bases[0] < heads[1] < bases[1]  # each followed up before the next starts
     assert old.repro_checked is None and new1.repro_checked is True and new2.repro_checked is True
-    # with less room than both checks need, a followed finding's check does not start (nor its follow-up)
+    # with room for one check, the new finding still gets its check on head, before an old one
     events.clear()
     for f in (old, new1, new2):
         f.repro_checked = None
-    reproduce([new1], campaign, options, hard_until=time.monotonic() + 1.5 * MIN_CHECK_SECONDS,
+    reproduce([old, new1], campaign, options, hard_until=time.monotonic() + 1.5 * MIN_CHECK_SECONDS,
+              follow_up=follow_up)
+    assert new1.repro_checked is True
+    checked = [e[1] for e in events if e[0] == "head" and "reproduces" in e[1]]
+    assert "F002" in checked[0]
+    # with less than one check's room, none starts
+    events.clear()
+    new1.repro_checked = None
+    reproduce([new1], campaign, options, hard_until=time.monotonic() + 0.5 * MIN_CHECK_SECONDS,
               follow_up=follow_up)
     assert new1.repro_checked is None and not [e for e in events if e[0] == "base"]
 

@@ -32,8 +32,10 @@ MIN_CHECK_SECONDS = 10.0  # a check that cannot get this long before the deadlin
 @dataclass(frozen=True)
 class FollowUp:
     """A second check some findings get from the same worker right after their reproducer reproduced alone (a scan's:
-    each new finding's on the base revision). Their checks come first, may start until ``until``, later than the
-    others', and start only with room for both: one new finding checked both ways says more than two checked halfway."""
+    each new finding's on the base revision). Their checks come first and may start until ``until``, later than the
+    others'. The follow-up bounds itself: near the deadline a new finding is still checked on head, where it may be
+    dropped for not reproducing, rather than leave the time to the others' checks (a real scan left 4 new findings
+    unchecked, for want of room for both checks, while 7 old ones were checked after them)."""
     wants: Callable[[Finding], bool]
     run: Callable[[Finding], None]
     until: float | None
@@ -87,10 +89,10 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
         def followed(finding: Finding) -> bool:
             return follow_up is not None and follow_up.wants(finding)
 
-        def run_alone(path: Path, room: float = MIN_CHECK_SECONDS) -> bool | None:
+        def run_alone(path: Path) -> bool | None:
             """check_repro within the budget: None when the budget, not the reproducer, ended the run."""
             limit = REPRO_TIMEOUT if hard_until is None else min(REPRO_TIMEOUT, hard_until - time.monotonic())
-            if limit < room:
+            if limit < MIN_CHECK_SECONDS:
                 return None
             t0 = time.monotonic()
             ok = check_repro(path, env=env, timeout=limit, warm=warm)
@@ -98,10 +100,9 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
 
         def check(finding: Finding) -> None:
             last = follow_up.until if followed(finding) else until
-            room = 2 * MIN_CHECK_SECONDS if followed(finding) else MIN_CHECK_SECONDS
             if finding.id not in paths or (last is not None and time.monotonic() > last):
                 return
-            finding.repro_checked = run_alone(paths[finding.id], room)
+            finding.repro_checked = run_alone(paths[finding.id])
             for alternative in _alternatives(finding, campaign)[:FALLBACKS]:
                 if finding.repro_checked is not False or (last is not None and time.monotonic() > last):
                     break
@@ -115,7 +116,7 @@ def reproduce(findings: list[Finding], campaign: Campaign, options: RunOptions, 
                     old.unlink(missing_ok=True)
                 finding.repro = str(paths[finding.id].relative_to(out))
                 _render_test_style(finding, campaign, options)
-                finding.repro_checked = run_alone(paths[finding.id], room)
+                finding.repro_checked = run_alone(paths[finding.id])
                 finding.extra["reproducer_fallback"] = (f"the reproducer of instance {tried} did not reproduce alone; "
                                                         f"this one uses instance {alternative}")
             state = {True: "reproduces", False: "does NOT reproduce alone", None: "not run (budget)"}
