@@ -195,6 +195,19 @@ def test_a_new_finding_whose_reproducer_fails_on_base_too_is_already_on_base(tmp
     assert both.new_in_pr is False and both.base["reproducer_fails_on_base"] and not is_new(both)
     assert head_only.new_in_pr is True and head_only.repro_passes_on_base is True
     assert crashes.new_in_pr is True and crashes.repro_passes_on_base is False
+    # the same from a warm interpreter in the base's environment: its pass is taken, the rest decided fresh
+    from dlci.findings.repro import test_env
+    from dlci.findings.warm import WarmPool
+    for f in findings:
+        f.new_in_pr, f.repro_passes_on_base, f.base = True, None, {"status": "pass"}
+    with WarmPool(test_env({"DLCI_BASE_MARK": "base"}), 1, preload=()) as warm:
+        for f in findings:
+            check_one_on_base(f, RunOptions(out=tmp_path, workers=2), {"DLCI_BASE_MARK": "base"}, warm=warm)
+    assert both.new_in_pr is False and both.base["reproducer_fails_on_base"]
+    assert head_only.repro_passes_on_base is True
+    assert "warm" in (tmp_path / "repro" / "head_only.base.log").read_text()
+    assert "warm" not in (tmp_path / "repro" / "both.base.log").read_text()
+    assert crashes.new_in_pr is True and crashes.repro_passes_on_base is False
 
 
 def test_scan_works_on_the_repository_it_is_run_in_and_refuses_outside_one(tmp_path, monkeypatch):

@@ -325,10 +325,13 @@ def fold(findings: list[Finding]) -> list[Finding]:
     return kept
 
 
-def check_one_on_base(f: Finding, options: RunOptions, base_env: dict, until: float | None = None) -> None:
+def check_one_on_base(f: Finding, options: RunOptions, base_env: dict, until: float | None = None,
+                      warm=None) -> None:
     """Run a new finding's reproducer against the base revision, where it must pass, i.e. exit 0 (a timeout, or
     another error than the one reported, is not passing). It does not start after ``until`` or run past it. The scan
-    calls it as the follow-up of the finding's check on head (dlci.campaign.reproduction.FollowUp)."""
+    calls it as the follow-up of the finding's check on head (dlci.campaign.reproduction.FollowUp). ``warm``: a
+    dlci.findings.warm.WarmPool in the base's environment, whose child's pass is taken (as a warm "reproduces" is
+    on head: the verdict expected, without the base's imports again); anything else is decided in a fresh one."""
     import subprocess
     import sys
     from dlci.exec import cancel
@@ -338,6 +341,17 @@ def check_one_on_base(f: Finding, options: RunOptions, base_env: dict, until: fl
         options.progress(f"reproducer {f.repro} on base: not run (budget)")
         return
     path = (options.out / f.repro).resolve()
+    got = warm.run(path, min(limit, 120.0)) if warm is not None else None
+    if got is not None and got.returncode == 0 and "REPRODUCED" not in got.stdout:
+        path.with_suffix(".base.log").write_text(f"exit 0 (a child of a warm interpreter)\n--- stdout\n{got.stdout}\n"
+                                                 f"--- stderr\n{got.stderr[-20000:]}")
+        f.repro_passes_on_base = True
+        options.progress(f"reproducer {f.repro} on base: passes")
+        return
+    limit = 600.0 if until is None else until - time.monotonic()
+    if limit < 1:
+        options.progress(f"reproducer {f.repro} on base: not run (budget)")
+        return
     try:
         proc = cancel.run([sys.executable, str(path)], timeout=limit, cwd=str(path.parent), env=test_env(base_env))
     except subprocess.TimeoutExpired:
