@@ -34,6 +34,8 @@ from dlci.campaign.execution import execute, open_engine
 from dlci.campaign.reproduction import MIN_CHECK_SECONDS, FollowUp, reproducers_owed
 from dlci.config import CONFIG_FILE, Config, ConfigError
 from dlci.findings import is_new
+from dlci.findings.repro import test_env
+from dlci.findings.warm import WarmPool
 from dlci.report.document import Report
 from dlci import directed
 from dlci.directed import Search
@@ -634,8 +636,6 @@ def write_report(pull: PullRequest, tested: HeadRun, findings: list, revisions: 
         if options.check_repros and revisions.base_env is not None:
             # the base's checks from warm interpreters too (started on the first, in the base's environment): a
             # fresh one imports torch and the target again for each (TVM: ~3 s of a ~4 s check)
-            from dlci.findings.repro import test_env
-            from dlci.findings.warm import WarmPool
             base_warm = stack.enter_context(WarmPool(test_env(revisions.base_env), max(1, options.workers)))
 
             def on_base(finding) -> None:
