@@ -57,6 +57,7 @@ from build import BuildError, build, load_cases  # noqa: E402
 from groundtruth import check  # noqa: E402
 import materialise  # noqa: E402
 from store import StoreError  # noqa: E402
+import suite  # noqa: E402
 
 
 CAUGHT = ROOT / "benchmarks" / "results" / "caught.json"
@@ -180,7 +181,9 @@ def judge(case: dict, out: Path, run: dict) -> dict:
         on_operator_but_base=sum(1 for f in on_op if not f.get("new_in_pr")),
         new_findings=[{k: f.get(k) for k in ("operator", "target", "symptom", "stage", "oracle", "reaches_change",
                                              "repro_checked", "repro_passes_on_base")}
-                      for f in new][:6],
+                      | {"source": (f.get("origin") or {}).get("source")} for f in new][:6],
+        # what the seeds from the repository's own tests gave (with --suite the case repository has tests to read)
+        repo_tests=_repo_tests_summary(pr.get("repo_tests")),
         # the check the issue names: each new finding's reproducer fails on head and passes on base (None: not run)
         reproducers=_reproducer_checks(new),
         tests_run=(doc.get("stats") or {}).get("tests_run"), instances_selected=pr.get("instances_selected"),
@@ -248,6 +251,16 @@ def judge(case: dict, out: Path, run: dict) -> dict:
         res["reason"] = (f"ran but passed ({valid_on_op} valid tests of the operator: "
                          f"{', '.join(f'{n} {s}' for s, n in op_status.items())}; {cov_note})")
     return res
+
+
+def _repo_tests_summary(rt: dict | None) -> dict | None:
+    if not rt:
+        return None
+    py = rt.get("pytest") or {}
+    return {"files": len(rt.get("files") or []), "chosen": len((rt.get("tests") or {}).get("chosen") or []),
+            "opinfo_kept": sum(o.get("kept", 0) for o in rt.get("opinfo") or []), "records": py.get("records"),
+            "dropped": py.get("dropped"), "instances": rt.get("instances"), "routed": rt.get("routed"),
+            "operators": rt.get("operators"), "seconds": rt.get("seconds")}
 
 
 def family(case: dict) -> str:
@@ -422,6 +435,10 @@ def main():
     ap.add_argument("--upstream", default=None, help="the upstream cache folder (default: $DLCI_UPSTREAM, else "
                     "$DLCI_CACHE_DIR/upstream; benchmarks/regressions/materialise.py fetch fills it)")
     ap.add_argument("--no-scan", action="store_true", help="build and check ground truth only")
+    ap.add_argument("--suite", action="store_true",
+                    help="each case repository holds its own frontend test suite as it stood at the fix's parent "
+                         "(benchmarks/regressions/suite.py), on both revisions: what the scan's seeds from the "
+                         "repository's tests read")
     ap.add_argument("--resume", type=Path, default=None,
                     help="a previous run's --json file or printed JSON lines: its cases are not run again and count "
                          "in the summary (same dlci and stack assumed)")
@@ -462,6 +479,8 @@ def main():
         try:
             repo, base, head = build(case, work / case["id"] / "repo")
             gt = check(case, repo, base, head, refresh=args.refresh_groundtruth)
+            if args.suite and gt["valid"] and not args.no_scan:   # after the ground truth: its cache keys the sources
+                base, head, row["suite"] = suite.add(case, repo)
         except materialise.UpstreamMissing as e:
             raise SystemExit(str(e))
         except (BuildError, StoreError) as e:
@@ -513,7 +532,8 @@ def main():
     walls = [r["scan"]["wall_seconds"] for r in rows if "scan" in r]
     summary = {
         "benchmark": "real_regressions", "cpu_count": os.cpu_count(), "budget": args.budget or "dlci default",
-        "dlci_commit": dlci_commit, "arms": arms, **({"arms_skipped": arms_skipped} if arms_skipped else {}),
+        "dlci_commit": dlci_commit, "arms": arms, "suite": args.suite,
+        **({"arms_skipped": arms_skipped} if arms_skipped else {}),
         "regressions_valid": len(reg), "caught": sum(r["outcome"] == "caught" for r in reg),
         "catch_rate": round(sum(r["outcome"] == "caught" for r in reg) / len(reg), 3) if reg else None,
         "excluded": [{"case": r["case"], "reason": r["reason"]} for r in rows if r.get("outcome") in

@@ -254,7 +254,7 @@ def _styled(doc: dict) -> dict:
     for cid, entry in sorted(doc["cases"].items()):
         ent = {}
         for key, val in entry.items():
-            if key == "tree":
+            if key in ("tree", "suite"):
                 val = _Flow(val)
             elif key in ("sources", "base_sources"):
                 val = [{**f, **({"edits": [
