@@ -17,6 +17,7 @@ import json
 import pickle
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +48,7 @@ def fixture_repo(tmp_path: Path) -> Path:
     tests.mkdir(parents=True)
     for f in FIXTURES.glob("test_*.py"):
         shutil.copy(f, tests / f.name)
+    shutil.copy(FIXTURES / "conftest_of_another_release.py", tests / "conftest.py")
     return tmp_path / "repo"
 
 
@@ -97,6 +99,33 @@ def test_opinfos_are_mapped_to_the_touched_torchlib_function_by_the_test_data(tm
     assert got == {"ops.aten.im2col": "aten_im2col"}
     wanted = rt.Wanted.of([touch("aten::im2col", "aten", "aten_im2col", ("onnxscript.torchlib",), "onnxscript")])
     assert wanted.by_converter == {"aten_im2col": "aten::im2col"} and "im2col" in wanted.canonical
+
+
+def test_a_test_data_file_naming_a_missing_package_at_import_still_loads(tmp_path, monkeypatch):
+    from dlci.sources import repo_opinfo
+    monkeypatch.setattr(repo_opinfo, "STAND_IN", ("dlci_no_such_vision_pkg",))
+    data = tmp_path / "extra_opinfo.py"
+    data.write_text("import dlci_no_such_vision_pkg\n"
+                    "from dlci_no_such_vision_pkg import transforms\n"
+                    "NMS = dlci_no_such_vision_pkg.ops.nms  # named at import, as an OpInfo's op= names it\n"
+                    "OP_DB = [NMS, transforms.resize]\n")
+    try:
+        module = repo_opinfo.load_file(data, 0)
+        assert module.NMS.__name__ == "nms" and len(module.OP_DB) == 2
+        with pytest.raises(ModuleNotFoundError, match="not installed here"):
+            module.NMS(1, 2)  # only a sample that calls it fails
+        assert not hasattr(module.NMS, "__wrapped__")  # dunders are not made up (inspect, copy, pickle probe them)
+    finally:
+        for name in ("dlci_no_such_vision_pkg", "dlci_repo_opinfo_0"):
+            sys.modules.pop(name, None)
+
+
+def test_a_run_whose_tests_errored_in_setup_is_told_from_one_whose_tests_ran():
+    assert rt.setup_broken({"returncode": 1, "tail": ["EEE      [100%]", "3 errors in 0.53s"]})
+    assert rt.setup_broken({"returncode": 1, "tail": ["1 failed, 2 errors in 4.1s"]})
+    assert not rt.setup_broken({"returncode": 1, "tail": ["2 failed, 1 passed in 3.0s"]})
+    assert not rt.setup_broken({"returncode": 0, "tail": ["3 passed in 2.0s"]})
+    assert not rt.setup_broken({"returncode": "timeout", "tail": ["1 error"]})  # killed: what it had is kept
 
 
 # -- .dlci.yml --------------------------------------------------------------------------------------------------------
@@ -415,6 +444,7 @@ def _tvm_layout(dest: Path) -> None:
     tests.mkdir(parents=True)
     for f in FIXTURES.glob("test_*.py"):
         shutil.copy(f, tests / f.name)
+    shutil.copy(FIXTURES / "conftest_of_another_release.py", tests / "conftest.py")
 
 
 def _onnxscript_layout(dest: Path) -> None:
@@ -472,6 +502,8 @@ def test_tvm_repository_tests_seed_the_paths_operator_material_misses_and_the_or
     assert report["seconds"] < 120
     chosen = {c["test"].split("::")[-1] for c in report["tests"]["chosen"]}
     assert chosen == {"test_interpolate_scale_factor", "test_upsample_scale_per_dim", "test_reshape_of_a_shape"}
+    # the repository's conftest.py errors every test in setup (another release's API): run again without it
+    assert rt.setup_broken(report["pytest"]["with_conftest"]), report["pytest"]
     by_kind = {s.call["kind"]: s for s in seeds}
     assert set(by_kind) == {"torch_fx", "torch_exported", "onnx_model"}, [(s.op, s.call["kind"]) for s in seeds]
     fx, ep, onnx_seed = by_kind["torch_fx"], by_kind["torch_exported"], by_kind["onnx_model"]

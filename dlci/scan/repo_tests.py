@@ -75,9 +75,18 @@ def repo_test_seeds(repo_root: Path, touched: list, config, env: dict, budget_s:
                      f"({max(0.0, deadline - time.monotonic()):.0f} s)")
             with tempfile.TemporaryDirectory(prefix="dlci-repo-tests-") as td:
                 prefix = str(Path(td) / "records")
-                ran = rt.run_pytest(repo_root, [c.nodeid for c in chosen], entries, env,
-                                    _share_left(deadline, 1.0), prefix)
+                nodeids = [c.nodeid for c in chosen]
+                ran = rt.run_pytest(repo_root, nodeids, entries, env, _share_left(deadline, 1.0), prefix)
                 records, plugin = rt.read_records(prefix)
+                if not records and rt.setup_broken(ran) and time.monotonic() < deadline - 5:
+                    # the tests' own fixtures are not needed to build their models: again without conftest.py
+                    progress("repository tests: every chosen test errored before its model was recorded; "
+                             "again without the repository's conftest.py files")
+                    prefix += "-noconftest"
+                    first, ran = ran, rt.run_pytest(repo_root, nodeids, entries, env, _share_left(deadline, 1.0),
+                                                    prefix, conftest=False)
+                    ran["with_conftest"] = first
+                    records, plugin = rt.read_records(prefix)
             insts, dropped = rt.record_instances(records, wanted, {c.nodeid: c for c in chosen})
             out["pytest"] = {**ran, "records": len(records), "kept": len(insts), "dropped": dropped,
                              "plugin_skipped": (plugin or {}).get("skipped", {})}

@@ -22,13 +22,37 @@ from pathlib import Path
 STAND_IN = ("torchvision",)  # optional imports of test-data files that a missing package should not stop
 
 
+class _Absent:
+    """What a stood-in module's attribute is: any attribute of it is another, calling it says the package is missing.
+    A test-data file that names ``torchvision.ops.nms`` at import (an OpInfo's ``op=``) still loads; only a sample
+    that calls it fails."""
+
+    def __init__(self, qualname: str):
+        self.__qualname__ = qualname
+        self.__name__ = qualname.rsplit(".", 1)[-1]
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _Absent(f"{self.__qualname__}.{attr}")
+
+    def __call__(self, *args, **kwargs):
+        raise ModuleNotFoundError(f"{self.__qualname__}: {self.__qualname__.split('.')[0]} is not installed here "
+                                  f"(dlci stood in for it)")
+
+    def __repr__(self) -> str:
+        return f"<absent {self.__qualname__}>"
+
+
 def _stand_in(name: str) -> None:
     module = types.ModuleType(name)
-    module.__path__ = []  # a package: "from torchvision import ops" finds nothing and says so when used
+    module.__path__ = []  # a package: "from torchvision import ops" gets an absent stand-in too
 
-    def missing(attr):
-        raise AttributeError(f"{name} is not installed here (dlci stood in for it)")
-    module.__getattr__ = missing
+    def absent(attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _Absent(f"{name}.{attr}")
+    module.__getattr__ = absent
     sys.modules[name] = module
 
 

@@ -309,10 +309,11 @@ def test_files(repo: Path, layout: Layout, extra: Iterable[str], wanted: Wanted)
 # -- running them ------------------------------------------------------------------------------------------------------
 
 def run_pytest(repo: Path, nodeids: list[str], entries: Iterable[Entry], env: dict, seconds: float,
-               prefix: str, per_test: int = PER_TEST) -> dict:
+               prefix: str, per_test: int = PER_TEST, conftest: bool = True) -> dict:
     """The tests ``nodeids`` with pytest under the recording plugin, in the revision's environment ``env`` (its
-    paths first, as dlci's workers), from an empty working directory; records at ``prefix``. Returns what the run
-    says: exit code, seconds, the output's tail."""
+    paths first, as dlci's workers), from an empty working directory; records at ``prefix``; ``conftest=False``
+    leaves the repository's conftest.py files out. Returns what the run says: exit code, seconds, the output's
+    tail."""
     from dlci.exec import cancel, interp
     from dlci.exec.engine import worker_env
     ini = prefix + ".ini"
@@ -326,7 +327,8 @@ def run_pytest(repo: Path, nodeids: list[str], entries: Iterable[Entry], env: di
     })
     cmd = interp.command("pytest", *[str(repo / n.split("::", 1)[0]) + "::" + n.split("::", 1)[1] for n in nodeids],
                          "-p", "dlci.sources.repo_plugin", "-p", "no:cacheprovider", "-q", "-c", ini,
-                         f"--rootdir={repo}", f"--confcutdir={repo}", "-W", "ignore", "--tb=no", "-rN")
+                         f"--rootdir={repo}", f"--confcutdir={repo}", "-W", "ignore", "--tb=no", "-rN",
+                         *(() if conftest else ("--noconftest",)))
     t0 = time.monotonic()
     try:
         proc = cancel.run(cmd, timeout=max(1.0, seconds), cwd=interp.neutral_dir(), env=run_env)
@@ -335,6 +337,14 @@ def run_pytest(repo: Path, nodeids: list[str], entries: Iterable[Entry], env: di
         rc, output = "timeout", (e.output or "") + (e.stderr or "")
     tail = [ln for ln in str(output).strip().splitlines() if ln.strip()][-8:]
     return {"returncode": rc, "seconds": round(time.monotonic() - t0, 2), "tail": tail}
+
+
+def setup_broken(ran: dict) -> bool:
+    """Whether a run's tests errored (pytest's "N errors" summary) rather than ran: a repository conftest.py
+    fixture that does not work with the installed library (TVM's relax conftest of one year over another's
+    PassContext) errors every test before its model is built"""
+    return ran.get("returncode") not in (0, "timeout") and any(
+        re.search(r"\b\d+ errors?\b", line) for line in ran.get("tail") or [])
 
 
 def read_records(prefix: str) -> tuple[list[dict], dict]:
