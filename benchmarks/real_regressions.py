@@ -3,13 +3,15 @@
     .venv/bin/python benchmarks/real_regressions.py [--cases ID,...] [--json PATH] [--work DIR] [--upstream DIR]
                                                     [--budget SECONDS] [--refresh-groundtruth] [--no-scan]
                                                     [--arms default,no-divergence,no-repo-tests,no-directed]
-                                                    [--caught PATH | --no-ratchet]
+                                                    [--caught PATH | --no-ratchet] [--no-suite]
 
 The corpus is benchmarks/regressions/cases.yaml: real fixes from TVM's Relax frontends (merged before 2025-09-01),
 each reverted on the installed apache-tvm's Python sources (a regression PR), and real behaviour-preserving
 refactor commits of the same code applied as PRs. For every case the runner
   1. builds the repository (benchmarks/regressions/build.py: the installed sources with the case's files materialised
-     from the upstream cache, see benchmarks/regressions/materialise.py; base and head as recorded);
+     from the upstream cache, see benchmarks/regressions/materialise.py; base and head as recorded), and, unless
+     --no-suite, commits the repository's own frontend test suite as it stood at the fix's parent under the PR
+     (benchmarks/regressions/suite.py: the independent check scans repositories with their tests);
   2. checks the ground truth (benchmarks/regressions/groundtruth.py, cached): the fix's own upstream test fails on
      head and passes on base, or the case is excluded with the reason;
   3. runs `python -m dlci scan --repo R --base main --head pr/<case> --fail-on never` with dlci's defaults (no
@@ -435,10 +437,9 @@ def main():
     ap.add_argument("--upstream", default=None, help="the upstream cache folder (default: $DLCI_UPSTREAM, else "
                     "$DLCI_CACHE_DIR/upstream; benchmarks/regressions/materialise.py fetch fills it)")
     ap.add_argument("--no-scan", action="store_true", help="build and check ground truth only")
-    ap.add_argument("--suite", action="store_true",
-                    help="each case repository holds its own frontend test suite as it stood at the fix's parent "
-                         "(benchmarks/regressions/suite.py), on both revisions: what the scan's seeds from the "
-                         "repository's tests read")
+    ap.add_argument("--no-suite", dest="suite", action="store_false",
+                    help="the case repositories without their own frontend test suite (by default each holds it as "
+                         "it stood at the fix's parent, on both revisions: benchmarks/regressions/suite.py)")
     ap.add_argument("--resume", type=Path, default=None,
                     help="a previous run's --json file or printed JSON lines: its cases are not run again and count "
                          "in the summary (same dlci and stack assumed)")

@@ -102,6 +102,9 @@ def test_every_case_is_recorded(cases, doc):
                     else:
                         assert seg["lines"][0] <= seg["lines"][1]
                         assert ("rev" in seg) == ("path" in seg) and (not seg.get("rev") or HEX40.match(seg["rev"]))
+        # the repository's own test suite at the fix's parent (suite.py): a commit and a digest, no text
+        assert set(entry["suite"]) == {"commit", "files", "sha256"} and HEX40.match(entry["suite"]["commit"]) \
+            and HEX64.match(entry["suite"]["sha256"]) and entry["suite"]["files"] > 0, case["id"]
         tests = store.recorded(case["id"], doc)
         assert bool(tests) == bool(case.get("upstream_test")), case["id"]
         assert all(n.startswith(f"{store.stem(case['id'])}__") and n.endswith(".py") and HEX64.match(h)
@@ -289,10 +292,23 @@ def test_entry_points_say_what_to_run_without_the_cache(script, args, tmp_path, 
 @needs_cache
 @pytest.mark.parametrize("case_id", ["torch-selu-formula", "onnxscript-implement-softplus"])
 def test_real_cases_materialise_from_the_cache(case_id, cases, doc, tmp_path):
+    import suite
     case = next(c for c in cases if c["id"] == case_id)
-    build.build(case, tmp_path / "repo")   # every recorded sha256 and tree id
+    repo, base, head = build.build(case, tmp_path / "repo")   # every recorded sha256 and tree id
     got = store.files(case_id, doc)
     assert [n for n, _ in got] == list(store.recorded(case_id, doc))
+    # the repository's own frontend tests, committed under the PR: both revisions hold them, the PR's diff is the same
+    diff = subprocess.run(["git", "-C", str(repo), "diff", base, head], capture_output=True, text=True).stdout
+    base2, head2, added = suite.add(case, repo, doc["cases"][case_id])
+    assert added["commit"] == doc["cases"][case_id]["suite"]["commit"] and added["files"] > 3
+    assert subprocess.run(["git", "-C", str(repo), "diff", base2, head2], capture_output=True, text=True).stdout == diff
+    in_base = subprocess.run(["git", "-C", str(repo), "ls-tree", "-r", "--name-only", base2, "tests"],
+                             capture_output=True, text=True).stdout.split()
+    assert len(in_base) == added["files"] and any(p.endswith(("test_frontend_from_fx.py", "ops_test_data.py"))
+                                                  for p in in_base)
+    tampered = {**doc["cases"][case_id], "suite": {**doc["cases"][case_id]["suite"], "sha256": "0" * 64}}
+    with pytest.raises(build.BuildError, match="hashes to"):
+        suite.add(case, repo, tampered)
 
 
 @needs_cache

@@ -10,7 +10,9 @@ Needs the upstream cache (materialise.py fetch). For each case of cases.yaml (de
 2. tests: store.py extracts the case's upstream test files with the tool that wrote them (screen.py's extract for
    the cases it added, else extract_tests.py or extract_opinfo_tests.py) from the upstream file at the case's pinned
    commit (tags the tools read: at the commits pinned in materialise.yaml `pins`), with the tools' renames and the
-   case's recorded `edits`; the names must be the recorded ones and each file's sha256 the recorded one.
+   case's recorded `edits`; the names must be the recorded ones and each file's sha256 the recorded one;
+3. suite: suite.py reads the case repository's own frontend test suite at the fix's parent, with its renames; its
+   digest (each file's path and sha256) must be the one recorded (`suite`).
 
 Each case is reported OK or MISMATCH (the first reason) or UNCHECKED (a commit is not in the cache); exit status 1 on
 any mismatch, 2 if no mismatch but some case could not be checked, 0 when every case was checked and all is OK.
@@ -34,6 +36,7 @@ sys.path.insert(0, str(HERE))
 import build  # noqa: E402
 import materialise  # noqa: E402
 import store  # noqa: E402
+import suite  # noqa: E402
 
 
 def tool_of(case: dict) -> str:
@@ -76,6 +79,18 @@ def verify_case(case: dict, doc: dict, do_build: bool = True) -> tuple[str, list
         except store.StoreError as e:
             status = "MISMATCH"
             rows.append(f"tests    {e}")
+    recorded = entry.get("suite") or {}
+    try:
+        rev, found = suite.files(case)
+    except materialise.UpstreamMissing as e:
+        return "UNCHECKED", rows + [str(e).split("\n")[0]]
+    got = suite.digest(found)
+    if recorded.get("sha256") == got and recorded.get("commit") == rev:
+        rows.append(f"suite    {len(found)} file(s) at {rev[:12]} sha256 {got[:16]} OK")
+    else:
+        status = "MISMATCH"
+        rows.append(f"suite    {len(found)} file(s) at {rev[:12]} hash to {got[:16]}, materialise.yaml records "
+                    f"{str(recorded.get('sha256'))[:16]} at {str(recorded.get('commit'))[:12]}")
     return status, rows
 
 
