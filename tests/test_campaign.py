@@ -401,3 +401,23 @@ def test_a_failure_one_signature_shares_over_two_operators_is_new_where_base_pas
     campaign.instances.update(graphs)
     g = Finding.from_dict({**f.to_dict(), "instances": sorted(graphs), "instance_id": "g0"})
     assert len(attribution._base_sample(g, campaign)) == attribution.BASE_RERUNS
+
+
+def test_the_repository_tests_spend_the_budget_and_a_long_preparation_extends_it(monkeypatch):
+    from dlci.campaign import clock as clock_module
+    now = [1000.0]
+    monkeypatch.setattr(clock_module.time, "monotonic", lambda: now[0])
+    quick = clock_module.Clock(170.0)
+    now[0] += 20.0  # warm caches: testing keeps its share, the deadline its place
+    quick.testing_starts()
+    assert quick.tests_until == 1000.0 + 0.6 * 170.0 and quick.hard == 1170.0
+    now[0] = 1000.0
+    cold = clock_module.Clock(170.0)
+    now[0] = 1062.0  # a cold harvest: testing still gets its least share, and the run overruns
+    cold.testing_starts()
+    assert cold.tests_until == 1062.0 + 0.3 * 170.0 and cold.hard > 1170.0
+    now[0] = 1000.0
+    seeded = clock_module.Clock(170.0)
+    now[0] = 1062.0  # the same 62 s, 31 of them the repository's own tests: they were testing, within the budget
+    seeded.testing_starts(tested=31.0)
+    assert seeded.tests_until == 1000.0 + 0.6 * 170.0 and seeded.hard == 1170.0

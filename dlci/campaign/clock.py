@@ -19,13 +19,14 @@ class Clock:
         self.tests_until = self.start + TEST_SHARE * budget
         self._post_start: float | None = None
 
-    def testing_starts(self) -> None:
+    def testing_starts(self, tested: float = 0.0) -> None:
         """Preparation is over. With warm caches it is a few seconds and nothing changes; a cold harvest of a
         source can take minutes, and testing still gets MIN_TEST_SHARE of the budget, the rest its share after
-        it: the run then overruns by what the preparation took beyond its slack."""
+        it: the run then overruns by what the preparation took beyond its slack. ``tested``: seconds of it that
+        were testing already (the repository's own tests, which spend their share of the budget, not extend it)."""
         now = time.monotonic()
         self.setup_seconds = now - self.start
-        floor = now + MIN_TEST_SHARE * self.budget
+        floor = now - max(0.0, tested) + MIN_TEST_SHARE * self.budget
         if floor > self.tests_until:
             self.tests_until = floor
             self.hard = max(self.hard, floor + (1 - TEST_SHARE) * self.budget)

@@ -478,7 +478,7 @@ def test_head(pull: PullRequest, chosen: Selection, revisions: Revisions) -> Hea
     # base is checked out when the search starts: a scan that never gets there does not pay for it)
     pair = search is not None and pull.req.divergence
     try:
-        clock.testing_starts()
+        clock.testing_starts(tested=float((pull.pr.get("repo_tests") or {}).get("seconds") or 0.0))
         with open_engine(options, campaign.targets, env=revisions.head_env, twin=pair) as engine:
             # the head's proof runs beside the first tests: if the tests import other code, they stop at once
             revisions.head_proof.add_done_callback(
