@@ -361,6 +361,34 @@ def test_records_are_checked_and_named_after_the_touched_operator_they_hold():
     assert [a.shape for a in arrays] == [(2, 3)] and arrays[0].dtype == np.float32
 
 
+def test_an_onnx_model_the_checker_refuses_but_the_frontend_takes_is_kept_unless_it_reads_files():
+    import onnx
+    from onnx import TensorProto, helper
+    wanted = rt.Wanted.of([touch("LayerNormalization", "onnx", "LayerNormalization", ("tvm.from_onnx",))])
+
+    def record(node, inits=(), opset=14):
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [4, 8])],
+                                  [helper.make_tensor_value_info("d", TensorProto.FLOAT, [4, 8])], list(inits))
+        model = helper.make_model(graph)
+        model.ir_version, model.opset_import[0].version = 8, opset  # as TVM's ONNX tests set every model
+        return {"call": {"kind": "onnx_model", "shape_dict": {}}, "seed": 1, "test": "t",
+                "arrays": {"model": np.frombuffer(model.SerializeToString(), dtype=np.uint8)}}
+    scale = helper.make_tensor("b", TensorProto.FLOAT, [8], [1.0] * 8)
+    # LayerNormalization is an opset 17 operator: the checker refuses it under opset 14, TVM and ONNX Runtime run it
+    kept = record(helper.make_node("LayerNormalization", ["a", "b"], ["d"], epsilon=1e-5), [scale])
+    with pytest.raises(onnx.checker.ValidationError):
+        onnx.checker.check_model(onnx.load_model_from_string(kept["arrays"]["model"].tobytes()))
+    on_disk = helper.make_tensor("b", TensorProto.FLOAT, [8], np.ones(8, np.float32).tobytes(), raw=True)
+    onnx.external_data_helper.set_external_data(on_disk, location="../../etc/passwd")
+    on_disk.data_location = TensorProto.EXTERNAL
+    on_disk.ClearField("raw_data")
+    reads_a_file = record(helper.make_node("LayerNormalization", ["a", "b"], ["d"]), [on_disk])
+    made_up = record(helper.make_node("LayerNormalization", ["a", "b"], ["d"], domain="my.ops"), [scale])
+    got, dropped = rt.record_instances([kept, reads_a_file, made_up], wanted, {})
+    assert [i.op for i in got] == ["onnx::LayerNormalization"]
+    assert dropped == {"invalid:ValidationError": 2}
+
+
 def test_the_reproducers_of_recorded_programs_rebuild_the_same_model():
     import torch
     from dlci.findings.repro.model_code import MODEL_CODE
