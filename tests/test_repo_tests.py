@@ -384,9 +384,10 @@ def test_an_onnx_model_the_checker_refuses_but_the_frontend_takes_is_kept_unless
     on_disk.ClearField("raw_data")
     reads_a_file = record(helper.make_node("LayerNormalization", ["a", "b"], ["d"]), [on_disk])
     made_up = record(helper.make_node("LayerNormalization", ["a", "b"], ["d"], domain="my.ops"), [scale])
-    got, dropped = rt.record_instances([kept, reads_a_file, made_up], wanted, {})
+    valid_but_reads_a_file = record(helper.make_node("LayerNormalization", ["a", "b"], ["d"]), [on_disk], opset=17)
+    got, dropped = rt.record_instances([kept, reads_a_file, made_up, valid_but_reads_a_file], wanted, {})
     assert [i.op for i in got] == ["onnx::LayerNormalization"]
-    assert dropped == {"invalid:ValidationError": 2}
+    assert dropped == {"invalid:ValidationError": 1, "external-data": 2}
 
 
 def test_the_reproducers_of_recorded_programs_rebuild_the_same_model():

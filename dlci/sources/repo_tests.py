@@ -460,11 +460,12 @@ def _onnx_unusable(model) -> str | None:
     hand their frontend models the checker refuses, and the frontend and ONNX Runtime take them (TVM's ONNX tests
     declare opset 14 for every model, LayerNormalization of opset 17 among them). Such a model is kept when its
     tensors are all inline and every node is an operator of a known domain; whether the reference runs it is for
-    the worker to find (a reference that does not is an invalid test, never a finding)."""
+    the worker to find (a reference that does not is an invalid test, never a finding). External data is refused
+    whatever the checker says: it is a file read."""
     import onnx
     try:
         onnx.checker.check_model(model)
-        return None
+        refused = None
     except onnx.checker.ValidationError as e:
         refused = f"invalid:{type(e).__name__}"
     graphs, tensors = [model.graph], []
@@ -472,14 +473,14 @@ def _onnx_unusable(model) -> str | None:
         g = graphs.pop()
         tensors += list(g.initializer)
         for node in g.node:
-            if node.domain not in KNOWN_ONNX_DOMAINS or not onnx.defs.has(node.op_type, node.domain or ""):
+            if refused and (node.domain not in KNOWN_ONNX_DOMAINS or not onnx.defs.has(node.op_type, node.domain)):
                 return refused
             for attr in node.attribute:
                 tensors += [attr.t] if attr.HasField("t") else []
                 tensors += list(attr.tensors)
                 graphs += ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
     if any(t.data_location == onnx.TensorProto.EXTERNAL for t in tensors):
-        return refused   # data read from files: never
+        return "external-data"
     return None
 
 
