@@ -184,7 +184,7 @@ def judge(case: dict, out: Path, run: dict) -> dict:
         new_findings=[{k: f.get(k) for k in ("operator", "target", "symptom", "stage", "oracle", "reaches_change",
                                              "repro_checked", "repro_passes_on_base")}
                       | {"source": (f.get("origin") or {}).get("source")} for f in new][:6],
-        # what the seeds from the repository's own tests gave (with --suite the case repository has tests to read)
+        # what the seeds from the repository's own tests gave (unless --no-suite the case repository has tests to read)
         repo_tests=_repo_tests_summary(pr.get("repo_tests")),
         # the check the issue names: each new finding's reproducer fails on head and passes on base (None: not run)
         reproducers=_reproducer_checks(new),

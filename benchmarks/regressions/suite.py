@@ -1,4 +1,4 @@
-"""A case repository's own frontend test suite, as it stood before the fix (`real_regressions.py --suite`).
+"""A case repository's own frontend test suite, as it stood before the fix (`real_regressions.py`).
 
 The independent check scans each repository *with its own test suite*, minus the fix's test; the case repositories
 `build.py` makes hold the installed release's sources only, so the scan's seeds from the repository's tests
