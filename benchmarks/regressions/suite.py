@@ -24,6 +24,7 @@ sys.path.insert(0, str(HERE))
 import materialise  # noqa: E402
 from build import BuildError, load_cases, package_of  # noqa: E402
 from extract_tests import REGEX_RENAMES, RENAMES  # noqa: E402
+from screen import PROJECTS, test_path  # noqa: E402
 
 # what the repository's tests of its frontends are (fnmatch over the paths at the fix's parent, after path renames)
 FILES = {
@@ -31,16 +32,11 @@ FILES = {
     "onnxscript": ("tests/__init__.py", "tests/common/*.py", "tests/function_libs/__init__.py",
                    "tests/function_libs/torch_lib/*.py"),
 }
-# onnxscript's tests were onnxscript/tests/ until 2024-04 (imported as onnxscript.tests)
-PATH_RENAMES = {"onnxscript": {"onnxscript/tests/": "tests/"}}
-TEXT_RENAMES = {"onnxscript": [(r"\bonnxscript\.tests\b", "tests")]}
 
 
 def _renamed(package: str, path: str) -> str:
-    for old, new in PATH_RENAMES.get(package, {}).items():
-        if path.startswith(old):
-            return new + path[len(old):]
-    return path
+    """a test path where later fixes have it (onnxscript's tests were onnxscript/tests/ until 2024-04)"""
+    return test_path(PROJECTS[package], path)
 
 
 def _text(package: str, text: str) -> str:
@@ -49,8 +45,10 @@ def _text(package: str, text: str) -> str:
             text = text.replace(old, new)
         for pattern, repl, _ in REGEX_RENAMES:
             text = re.sub(pattern, repl, text)
-    for pattern, repl in TEXT_RENAMES.get(package, []):
-        text = re.sub(pattern, repl, text)
+    for old, new in PROJECTS[package].get("test_renames", {}).items():
+        # the old location imported as a package (onnxscript.tests): imported from the new one
+        text = re.sub(r"\b" + re.escape(old.strip("/").replace("/", ".")) + r"\b", new.strip("/").replace("/", "."),
+                      text)
     return text
 
 
