@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/real_regressions.py [--cases ID,...] [--json PATH] [--work DIR] [--upstream DIR]
                                                     [--budget SECONDS] [--refresh-groundtruth] [--no-scan]
                                                     [--arms default,no-divergence,no-repo-tests,no-directed]
-                                                    [--caught PATH | --no-ratchet] [--no-suite]
+                                                    [--caught PATH | --no-ratchet] [--no-suite] [--as-fix]
 
 The corpus is benchmarks/regressions/cases.yaml: real fixes from TVM's Relax frontends (merged before 2025-09-01),
 each reverted on the installed apache-tvm's Python sources (a regression PR), and real behaviour-preserving
@@ -24,6 +24,11 @@ refactor commits of the same code applied as PRs. For every case the runner
      it; `no-directed`: `--no-directed`, as --without-directed), and sums each arm per frontend family (TVM onnx, TVM
      torch, onnxscript torchlib): caught, changed statements reached, divergences per minute, scan walls, refactors
      with a finding new in the PR.
+  6. with --as-fix, scans each case the other way round instead of 3-5: base pr/<case>, head fix/<case> (main's tree
+     on top of it, build.fix_branch), i.e. the upstream fix itself as the pull request (the ratchet is off: no
+     regression is judged). A fix is shown as fixed when the report's `pr.fixed` names one of the case's operators; any
+     finding new in that PR is counted (a fix PR scanned as it is: a "new in this PR" there is a false alarm unless
+     the fix itself breaks something, which the row's findings let a reader judge).
 Prints one JSON line per case, then a table, the per-family table and the summary; --json writes everything to a
 file. The upstream cache (the upstream repositories the cases' files are materialised from) must be there first:
 without it the script exits saying how to get it (benchmarks/regressions/materialise.py fetch).
@@ -55,7 +60,7 @@ import time
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks" / "regressions"))
 
-from build import BuildError, build, load_cases  # noqa: E402
+from build import BuildError, build, fix_branch, load_cases  # noqa: E402
 from groundtruth import check  # noqa: E402
 import materialise  # noqa: E402
 from store import StoreError  # noqa: E402
@@ -111,8 +116,8 @@ def _results(path: Path) -> list[dict]:
 
 
 def scan(repo: Path, head_ref: str, out: Path, budget: float | None, timeout: float,
-         sources: str | None = None, extra: tuple[str, ...] = ()) -> dict:
-    cmd = [sys.executable, "-m", "dlci", "scan", "--repo", str(repo), "--base", "main", "--head", head_ref,
+         sources: str | None = None, extra: tuple[str, ...] = (), base_ref: str = "main") -> dict:
+    cmd = [sys.executable, "-m", "dlci", "scan", "--repo", str(repo), "--base", base_ref, "--head", head_ref,
            "--out", str(out), "--fail-on", "never", *extra]
     if budget:
         cmd += ["--budget", str(budget)]
@@ -253,6 +258,67 @@ def judge(case: dict, out: Path, run: dict) -> dict:
         res["reason"] = (f"ran but passed ({valid_on_op} valid tests of the operator: "
                          f"{', '.join(f'{n} {s}' for s, n in op_status.items())}; {cov_note})")
     return res
+
+
+def judge_fix(case: dict, out: Path, run: dict) -> dict:
+    """The case the other way round (the upstream fix as the pull request): is it shown as fixed on the case's
+    operators, and what does the report call new in the PR?"""
+    case_ops = set().union(*(_canon(o) for o in case["operators"]))
+    doc = _load(out / "findings.json")
+    res: dict = {"wall_seconds": run["wall_seconds"], "exit": run["exit"]}
+    if doc is None or run["exit"] not in (0, 1):
+        return res | {"outcome": "error", "reason": f"scan failed (exit {run['exit']}): "
+                                                    f"{run['stderr_tail'].strip().splitlines()[-1:] or ''}"}
+    fixed = (doc.get("pr") or {}).get("fixed") or []
+    on_op = [f for f in fixed if _canon(f.get("operator", "")) & case_ops]
+    new = [f for f in doc.get("findings", []) if f.get("new_in_pr") and not f.get("known")]
+    res.update(fixed=len(fixed), fixed_on_operator=len(on_op),
+               fixed_entries=[{k: f.get(k) for k in ("operator", "target", "symptom", "status_on_base")}
+                              for f in fixed][:6],
+               new_in_pr=len(new),
+               new_findings=[{k: f.get(k) for k in ("operator", "target", "symptom", "oracle", "repro_checked",
+                                                    "repro_passes_on_base")}
+                             | {"source": (f.get("origin") or {}).get("source")} for f in new][:6])
+    if case["kind"] == "refactor":
+        res["outcome"] = "false_alarm" if new else "clean"
+        res["reason"] = f"{len(new)} finding(s) new in PR on the reversed refactor" if new else "no finding new in PR"
+    elif on_op:
+        f = on_op[0]
+        res["outcome"] = "shown_fixed"
+        res["reason"] = f"fixed in PR: {f.get('operator')} via {f.get('target')} ({f.get('symptom')} on base)"
+    else:
+        res["outcome"] = "not_shown"
+        res["reason"] = (f"fixed only on other operators: {', '.join(sorted({str(f.get('operator')) for f in fixed}))}"
+                         if fixed else "nothing shown as fixed")
+    return res
+
+
+def as_fix_summary(rows: list[dict]) -> dict:
+    """per family: regressions whose fix, scanned as the PR, is shown fixed on the case's operator; fix PRs (and
+    reversed refactors) with a finding new in the PR"""
+    out: dict = {}
+    for r in rows:
+        a = r.get("as_fix")
+        if not a or a.get("outcome") is None:
+            continue
+        s = out.setdefault(r.get("family") or "other", {"fixes": 0, "shown_fixed": 0, "fixes_with_new_in_pr": 0,
+                                                        "refactors": 0, "refactors_with_new_in_pr": 0,
+                                                        "errors": 0, "_walls": []})
+        if a["outcome"] == "error":
+            s["errors"] += 1
+        elif r["kind"] == "regression":
+            s["fixes"] += 1
+            s["shown_fixed"] += a["outcome"] == "shown_fixed"
+            s["fixes_with_new_in_pr"] += bool(a.get("new_in_pr"))
+        else:
+            s["refactors"] += 1
+            s["refactors_with_new_in_pr"] += bool(a.get("new_in_pr"))
+        s["_walls"].append(a["wall_seconds"])
+    for s in out.values():
+        walls = s.pop("_walls")
+        s["scan_wall_seconds"] = {"median": _median(walls), "max": max(walls, default=None)}
+    order = {f: i for i, f in enumerate(FAMILIES)}
+    return dict(sorted(out.items(), key=lambda kv: order.get(kv[0], len(order))))
 
 
 def _repo_tests_summary(rt: dict | None) -> dict | None:
@@ -440,6 +506,10 @@ def main():
     ap.add_argument("--no-suite", dest="suite", action="store_false",
                     help="the case repositories without their own frontend test suite (by default each holds it as "
                          "it stood at the fix's parent, on both revisions: benchmarks/regressions/suite.py)")
+    ap.add_argument("--as-fix", action="store_true",
+                    help="scan each case the other way round instead (base pr/<case>, head fix/<case>: the upstream fix as "
+                         "the pull request): is it shown as fixed, and is anything called new in it? (no ratchet: "
+                         "nothing is judged as a regression)")
     ap.add_argument("--resume", type=Path, default=None,
                     help="a previous run's --json file or printed JSON lines: its cases are not run again and count "
                          "in the summary (same dlci and stack assumed)")
@@ -496,6 +566,12 @@ def main():
             row.update(outcome="excluded", reason=gt["reason"])
         elif args.no_scan:
             row.update(outcome="not_scanned", reason="--no-scan")
+        elif args.as_fix:
+            out_f = work / case["id"] / "scan-as-fix"
+            run_f = scan(repo, fix_branch(repo, case["id"]), out_f, args.budget, args.timeout,
+                         base_ref=f"pr/{case['id']}")
+            row["as_fix"] = judge_fix(case, out_f, run_f) | {"command": run_f["command"]}
+            row.update(outcome="as_fix", reason=row["as_fix"]["reason"])
         else:
             out = work / case["id"] / "scan"
             run = scan(repo, f"pr/{case['id']}", out, args.budget, args.timeout)
@@ -577,8 +653,10 @@ def main():
             "without_directed": sum((r.get("without_directed") or {}).get("reached_statements") or 0 for r in rows),
             "changed": sum(r.get("changed_statements") or 0 for r in rows if "scan" in r)}
     summary["per_family"] = arms_summary(rows, arms)
+    if args.as_fix:
+        summary["as_fix"] = as_fix_summary(rows)
     drops, newly = [], []
-    ratchet_on = not (args.no_ratchet or args.no_scan)   # --no-scan judges nothing
+    ratchet_on = not (args.no_ratchet or args.no_scan or args.as_fix)   # neither judges a regression
     if ratchet_on:
         caught = load_caught(args.caught)
         drops, newly = ratchet(rows, caught, dlci_commit, str(args.json) if args.json else None)
@@ -596,6 +674,7 @@ def main():
         wall = r.get("scan", {}).get("wall_seconds", "")
         base = f" [baseline: {r['baseline']['outcome']}]" if r.get("baseline") else ""
         base += f" [without directed: {r['without_directed']['outcome']}]" if r.get("without_directed") else ""
+        base += f" [as fix: {r['as_fix']['outcome']}, {r['as_fix'].get('new_in_pr', 0)} new]" if r.get("as_fix") else ""
         print(f"{r['case']:34} {r['kind']:10} {r.get('outcome', ''):11} {wall!s:>7}  {r.get('reason', '')[:150]}{base}")
     print()
     print(f"caught {summary['caught']}/{summary['regressions_valid']} regressions "
@@ -608,6 +687,11 @@ def main():
           f"({rc['unchecked_on_head']} unchecked), {rc['pass_on_base']} pass on base ({rc['fail_on_base']} fail there, "
           f"{rc['unchecked_on_base']} unchecked)")
     print_arms(summary["per_family"], arms, arms_skipped)
+    for fam, s in (summary.get("as_fix") or {}).items():
+        print(f"as fix: {fam:20} shown fixed {s['shown_fixed']}/{s['fixes']}, fix PRs with a finding new in the PR "
+              f"{s['fixes_with_new_in_pr']}/{s['fixes']}, reversed refactors with one {s['refactors_with_new_in_pr']}/"
+              f"{s['refactors']}, errors {s['errors']}; wall median {s['scan_wall_seconds']['median']} s, max "
+              f"{s['scan_wall_seconds']['max']} s")
     if args.json:
         args.json.write_text(json.dumps({"summary": summary, "cases": rows}, indent=1) + "\n")
     print(json.dumps({k: v for k, v in summary.items() if k != "excluded_upstream_fixes"}))

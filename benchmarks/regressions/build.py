@@ -137,6 +137,16 @@ def _write(dest: Path, files: dict[str, str | None]) -> None:
             target.write_bytes(text.encode())
 
 
+def fix_branch(repo: Path, case_id: str) -> str:
+    """A branch ``fix/<case>`` on top of ``pr/<case>`` whose tree is main's: the upstream fix itself as a pull request
+    onto the reverted code (a PR's diff is taken from the merge base, so head ``main`` over base ``pr/<case>``, an
+    ancestor of it, would be an empty change). Returns the branch name."""
+    name = f"fix/{case_id}"
+    sha = _git(repo, "commit-tree", "main^{tree}", "-p", f"pr/{case_id}", "-m", f"the upstream fix ({case_id})")
+    _git(repo, "branch", "-f", name, sha)
+    return name
+
+
 def build(case: dict, dest: Path, entry: dict | None = None, check_trees: bool = True) -> tuple[Path, str, str]:
     """Returns (repo, base sha, head sha). entry: the case's materialise.yaml entry (default: read the file)."""
     package = package_of(case)
