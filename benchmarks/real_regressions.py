@@ -186,6 +186,8 @@ def judge(case: dict, out: Path, run: dict) -> dict:
         touched_operators=sorted(touched), mapped=bool(touched & case_ops),
         findings=len(findings), new_in_pr=len(new), new_in_pr_on_operator=len(new_on_op),
         on_operator_but_base=sum(1 for f in on_op if not f.get("new_in_pr")),
+        # failing on base too, otherwise: "changed by this PR", not new (counted apart, never as caught)
+        changed_on_operator=sum(1 for f in on_op if not f.get("new_in_pr") and (f.get("base") or {}).get("changed")),
         new_findings=[{k: f.get(k) for k in ("operator", "target", "symptom", "stage", "oracle", "reaches_change",
                                              "repro_checked", "repro_passes_on_base")}
                       | {"source": (f.get("origin") or {}).get("source")} for f in new][:6],
@@ -276,6 +278,8 @@ def judge_fix(case: dict, out: Path, run: dict) -> dict:
                fixed_entries=[{k: f.get(k) for k in ("operator", "target", "symptom", "status_on_base")}
                               for f in fixed][:6],
                new_in_pr=len(new),
+               changed_in_pr=sum(1 for f in doc.get("findings", []) if f.get("new_in_pr") is False
+                                 and (f.get("base") or {}).get("changed")),
                new_findings=[{k: f.get(k) for k in ("operator", "target", "symptom", "oracle", "repro_checked",
                                                     "repro_passes_on_base")}
                              | {"source": (f.get("origin") or {}).get("source")} for f in new][:6])
@@ -302,14 +306,15 @@ def as_fix_summary(rows: list[dict]) -> dict:
         if not a or a.get("outcome") is None:
             continue
         s = out.setdefault(r.get("family") or "other", {"fixes": 0, "shown_fixed": 0, "fixes_with_new_in_pr": 0,
-                                                        "refactors": 0, "refactors_with_new_in_pr": 0,
-                                                        "errors": 0, "_walls": []})
+                                                        "fixes_with_changed_in_pr": 0, "refactors": 0,
+                                                        "refactors_with_new_in_pr": 0, "errors": 0, "_walls": []})
         if a["outcome"] == "error":
             s["errors"] += 1
         elif r["kind"] == "regression":
             s["fixes"] += 1
             s["shown_fixed"] += a["outcome"] == "shown_fixed"
             s["fixes_with_new_in_pr"] += bool(a.get("new_in_pr"))
+            s["fixes_with_changed_in_pr"] += bool(a.get("changed_in_pr"))
         else:
             s["refactors"] += 1
             s["refactors_with_new_in_pr"] += bool(a.get("new_in_pr"))
@@ -677,19 +682,21 @@ def main():
         base += f" [as fix: {r['as_fix']['outcome']}, {r['as_fix'].get('new_in_pr', 0)} new]" if r.get("as_fix") else ""
         print(f"{r['case']:34} {r['kind']:10} {r.get('outcome', ''):11} {wall!s:>7}  {r.get('reason', '')[:150]}{base}")
     print()
-    print(f"caught {summary['caught']}/{summary['regressions_valid']} regressions "
-          f"({(summary['catch_rate'] or 0) * 100:.0f} %); refactors: {summary['refactors_with_false_alarm']}/"
-          f"{summary['refactors']} with findings new in PR; scan wall median {summary['scan_wall_seconds']['median']}"
-          f" s, max {summary['scan_wall_seconds']['max']} s ({os.cpu_count()} cores); total "
-          f"{summary['total_seconds']} s")
-    rc = summary["reproducers_of_new_findings"]
-    print(f"reproducers of {rc['new']} new findings: {rc['fail_on_head']} fail alone on head "
-          f"({rc['unchecked_on_head']} unchecked), {rc['pass_on_base']} pass on base ({rc['fail_on_base']} fail there, "
-          f"{rc['unchecked_on_base']} unchecked)")
-    print_arms(summary["per_family"], arms, arms_skipped)
+    if not args.as_fix:  # nothing was judged as a regression
+        print(f"caught {summary['caught']}/{summary['regressions_valid']} regressions "
+              f"({(summary['catch_rate'] or 0) * 100:.0f} %); refactors: {summary['refactors_with_false_alarm']}/"
+              f"{summary['refactors']} with findings new in PR; scan wall median "
+              f"{summary['scan_wall_seconds']['median']} s, max {summary['scan_wall_seconds']['max']} s "
+              f"({os.cpu_count()} cores); total {summary['total_seconds']} s")
+        rc = summary["reproducers_of_new_findings"]
+        print(f"reproducers of {rc['new']} new findings: {rc['fail_on_head']} fail alone on head "
+              f"({rc['unchecked_on_head']} unchecked), {rc['pass_on_base']} pass on base "
+              f"({rc['fail_on_base']} fail there, {rc['unchecked_on_base']} unchecked)")
+        print_arms(summary["per_family"], arms, arms_skipped)
     for fam, s in (summary.get("as_fix") or {}).items():
         print(f"as fix: {fam:20} shown fixed {s['shown_fixed']}/{s['fixes']}, fix PRs with a finding new in the PR "
-              f"{s['fixes_with_new_in_pr']}/{s['fixes']}, reversed refactors with one {s['refactors_with_new_in_pr']}/"
+              f"{s['fixes_with_new_in_pr']}/{s['fixes']} (with one changed by it {s['fixes_with_changed_in_pr']}), "
+              f"reversed refactors with a new one {s['refactors_with_new_in_pr']}/"
               f"{s['refactors']}, errors {s['errors']}; wall median {s['scan_wall_seconds']['median']} s, max "
               f"{s['scan_wall_seconds']['max']} s")
     if args.json:

@@ -403,6 +403,52 @@ def test_a_failure_one_signature_shares_over_two_operators_is_new_where_base_pas
     assert len(attribution._base_sample(g, campaign)) == attribution.BASE_RERUNS
 
 
+def test_an_instance_base_fails_otherwise_is_changed_by_the_pr_never_new_nor_old(monkeypatch):
+    """Neither revision right: a fix PR turns a converter crash into a wrong result on some inputs. Those instances
+    are "changed by this PR" (their reproducer cannot pass on base), apart from the ones base passes (new) and the
+    ones base fails the same way (old): three parts of one signature, each with its own representative."""
+    from dlci.campaign import Campaign, RunOptions
+    from dlci.findings import CHANGED_PART, NEW_PART, Finding, attribution as attribution_of, is_new
+    from dlci.instance import Instance, Origin, TensorSpec
+    from dlci.outcome import CRASH, INCONSISTENT, PASS, Outcome
+    from dlci.scan import attribution
+    from dlci.targets import get
+    target = "tvm.from_fx"
+    insts = {f"i{n}": Instance(op="aten::conv_transpose1d", framework="torch", call={"kind": "torch_fn", "fn": "f"},
+                               inputs=[TensorSpec([1, 2, 3 + n], "float32")], params={},
+                               origin=Origin("opinfo", f"conv#{n}"), id=f"i{n}") for n in range(6)}
+    campaign = Campaign(instances=insts, targets={target: get(target)})
+
+    def wrong(iid: str, got: float = 1.0) -> Outcome:
+        return Outcome(iid, "aten::conv_transpose1d", target, INCONSISTENT, "compare", "value mismatch",
+                       "1 of 6 elements differ", digest=[{"shape": [6], "sum": got}])
+    sig = campaign.signature(wrong("i0"))
+    campaign.failures[sig] = [wrong(i) for i in insts]
+    f = Finding(id="F001", oracle="inconsistency", operator="aten::conv_transpose1d", target=target,
+                target_version="", symptom="value mismatch", stage="compare", signature=sig, message="",
+                instance_id="i0", origin={}, instances=sorted(insts), operators=["aten::conv_transpose1d"])
+
+    def on_base(jobs, *_args):  # i0, i1 crash on base; i2, i3 pass; i4, i5 fail as on head
+        def one(iid):
+            n = int(iid[1:])
+            return (Outcome(iid, "aten::conv_transpose1d", target, CRASH, "convert", "NameError", "x") if n < 2
+                    else Outcome(iid, "aten::conv_transpose1d", target, PASS) if n < 4 else wrong(iid))
+        return {j.id: one(j.instance_id) for j in jobs}
+    monkeypatch.setattr(attribution, "_run", on_base)
+    parts = attribution.attribute([f], campaign, RunOptions(out=Path("unused")), {}, time.monotonic() + 60)
+    by = {attribution_of(p): p for p in parts}
+    assert sorted(by) == ["changed", "new", "on_base"]
+    assert by["on_base"].instances == ["i4", "i5"] and by["on_base"].signature == sig
+    assert by["changed"].instances == ["i0", "i1"] and by["changed"].signature == sig + CHANGED_PART
+    assert by["changed"].new_in_pr is False and by["changed"].base["changed"] is True
+    assert by["changed"].base["status"] == CRASH and not by["changed"].base["same_failure"]
+    assert by["new"].instances == ["i2", "i3"] and by["new"].instance_id in ("i2", "i3")
+    assert by["new"].signature == sig + NEW_PART and by["new"].base["status"] == PASS
+    assert [is_new(p) for p in (by["changed"], by["on_base"], by["new"])] == [False, False, True]
+    # folded apart: a changed finding is never folded into the old one of the same operator and symptom
+    assert len(attribution.fold([by["changed"], by["on_base"]])) == 2
+
+
 def test_the_repository_tests_spend_the_budget_and_a_long_preparation_extends_it(monkeypatch):
     from dlci.campaign import clock as clock_module
     now = [1000.0]

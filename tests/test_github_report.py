@@ -75,6 +75,27 @@ def test_annotations_point_at_the_changed_line_with_valid_levels():
                for a in notes)
 
 
+def test_a_finding_changed_by_the_pr_has_its_own_section_and_fails_no_check():
+    """Failing on base too, otherwise (a fix PR that turns a crash into a wrong result): listed as changed by this PR,
+    never as new, never as already on base; the verdict does not count it as a new bug; its annotation says so."""
+    from dlci.findings import counted
+    changed = {**finding(2, new=False), "base": {"status": "crash", "symptom": "NameError", "same_failure": False,
+                                                 "changed": True}}
+    d = doc([finding(1, new=False), changed])
+    body = comment.render(d)
+    assert "no new bug; 1 changed by it, failing on base too, 1 already on base" in body
+    assert body.index("CHANGED BY THIS PR") < body.index("ALREADY ON BASE")
+    section = body.split("CHANGED BY THIS PR", 1)[1].split("ALREADY ON BASE", 1)[0]
+    assert "F002" in section and "F001" not in section and "differently (crash: NameError)" in section
+    assert counted(d["findings"], "new") == 0 and counted(d["findings"], "any") == 2
+    notes, _ = api.annotations(d)
+    assert any(n["annotation_level"] == "notice" and "Changed by this PR" in n["message"] for n in notes)
+    from dlci.report import render_markdown
+    report = render_markdown(d)
+    assert "### Changed by this PR (failing on base too, otherwise) (1)" in report
+    assert "no: **changed by this PR** (on base the same instances fail too, otherwise: crash, NameError)" in report
+
+
 def test_plan_routes_each_touch_to_the_runner_kinds_where_its_code_runs():
     from dlci.profiles.base import Touch
     runners = shards.parse_runner_labels('{"cpu": "ubuntu-latest", "gpu": ["self-hosted", "gpu"], '

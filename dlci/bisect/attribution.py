@@ -30,6 +30,7 @@ from typing import Callable
 
 from dlci.bisect.oracle import run_command, run_script
 from dlci.errors import InfrastructureError, UsageError
+from dlci.findings import attribution
 
 DEFAULT_BUDGET = 600.0
 _SPEC = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([A-Za-z0-9.+!_-]+)\s*$")
@@ -154,7 +155,9 @@ def since_releases(findings: list, out: Path, budget_s: float | None = None,
     deadline = time.monotonic() + (DEFAULT_BUDGET if budget_s is None else budget_s)
     lines = []
     for f in findings:
-        if _get(f, "new_in_pr") is not False or not _get(f, "repro") or _get(f, "repro_checked") is False:
+        # the same failure on base only: a changed one's reproducer shows head's failure, which base does not have
+        if attribution(f) != "on_base" or _get(f, "new_in_pr") is not False or not _get(f, "repro") \
+                or _get(f, "repro_checked") is False:
             continue
         package = (package_of or (lambda x: target_package(_get(x, "target", ""))))(f)
         if not package:
@@ -294,13 +297,16 @@ class ReleaseComparison:
 
     def summary(self, findings: list) -> dict:
         new = [f.id for f in findings if f.new_in_release is True]
-        already = [f.id for f in findings if f.new_in_release is False]
+        already = [f.id for f in findings if attribution(f) == "on_base"]
+        changed = [f.id for f in findings if attribution(f) == "changed"]
         undecided = [f.id for f in findings if f.new_in_release is None]
         line = (f"against {self.package} {self.version} (installed {self.installed}): {len(new)} finding(s) new in "
                 f"{self.installed}, {len(already)} already in {self.version}"
+                + (f", {len(changed)} failing in {self.version} too, otherwise" if changed else "")
                 + (f", {len(undecided)} not compared" if undecided else ""))
         return {"package": self.package, "version": self.version, "installed": self.installed,
-                "targets": self.targets, "new": new, "already": already, "not_compared": undecided, "line": line,
+                "targets": self.targets, "new": new, "already": already, "changed": changed,
+                "not_compared": undecided, "line": line,
                 "layer": str(self.layer.path), "delta": self.layer.delta,
                 "layer_from_cache": self.layer.cached, "prepare_seconds": round(self.prepare_seconds, 1),
                 "install_command": self.layer.install_command}

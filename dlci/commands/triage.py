@@ -8,7 +8,8 @@ from dlci.errors import ExitCode
 
 NAME = "triage"
 HELP = "findings of a run with their signatures, and known_issues entries to paste"
-STATES = {"known": None, "new": "new in PR", "on_base": "already on base", "unattributed": "-"}
+STATES = {"known": None, "new": "new in PR", "changed": "changed by the PR, failing on base too",
+          "on_base": "already on base", "unattributed": "-"}
 
 
 def add_arguments(parser) -> None:

@@ -69,11 +69,12 @@ def signature(outcome: Outcome, modules: tuple[str, ...] = ()) -> str:
 LOCALISED_IN_GRAPH = " (in a graph)"  # a localised graph failure that needs other operators (dlci.localise)
 NEW_PART = "|new in PR"  # suffix of the part of a finding that base attribution found new (dlci.scan.attribution)
 NEW_IN_RELEASE_PART = "|new in release"  # the same, of release attribution (dlci test --against)
+CHANGED_PART = "|changed"  # the part that fails on the other side too, otherwise (either comparison)
 
 
 def base_signature(signature: str) -> str:
     """The dedup signature without the suffix base attribution adds to a split finding's new part."""
-    for suffix in (NEW_PART, NEW_IN_RELEASE_PART):
+    for suffix in (NEW_PART, NEW_IN_RELEASE_PART, CHANGED_PART):
         if signature.endswith(suffix):
             return signature[:-len(suffix)]
     return signature
@@ -135,13 +136,17 @@ def _field(finding, name: str):
 
 def attribution(finding) -> str:
     """known (matched a known issue) | new (new in the PR, or in the installed release of a ``--against`` run) |
-    on_base (already on the base revision, or in the older release) | unattributed (no comparison, or its re-run
-    did not complete). Takes a Finding or its dict."""
+    changed (not new: the same instances fail on the base revision, or in the older release, too, but otherwise:
+    neither side is right, and the change altered how they fail) | on_base (the same failure on the base revision,
+    or in the older release) | unattributed (no comparison, or its re-run did not complete). Takes a Finding or its
+    dict."""
     if _field(finding, "known"):
         return "known"
-    new = _field(finding, "new_in_pr")
+    new, other = _field(finding, "new_in_pr"), _field(finding, "base")
     if new is None:
-        new = _field(finding, "new_in_release")
+        new, other = _field(finding, "new_in_release"), _field(finding, "against")
+    if new is False and (other or {}).get("changed"):
+        return "changed"
     return {True: "new", False: "on_base"}.get(new, "unattributed")
 
 

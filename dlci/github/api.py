@@ -185,8 +185,11 @@ def annotations(doc: dict, limit: int = ANNOTATIONS_TOTAL) -> tuple[list[dict], 
                                # only a new finding is the changed line's fault; an old bug there is worth a notice
                                "failure" if new else "notice",
                                f"{f['id']}: {f['operator']} {f['symptom']} through {f['target']}",
-                               ("New in this PR. " if new else "Already on the base revision. " if new is False
-                                else "") + f"{f['oracle']} at {f.get('stage')}: {f.get('message', '')}")
+                               ("New in this PR. " if new else
+                                "Changed by this PR (fails on the base revision too, otherwise). "
+                                if (f.get("base") or {}).get("changed") else
+                                "Already on the base revision. " if new is False else "")
+                               + f"{f['oracle']} at {f.get('stage')}: {f.get('message', '')}")
             if note is not None:
                 out.append(note)
                 break  # one line per finding: the first converter line that selected it

@@ -77,7 +77,7 @@ def _grouped(findings: list[dict]) -> list[dict]:
 
 def _base_note(f: dict) -> str | None:
     base = f.get("base") or {}
-    if f.get("new_in_pr") and base.get("status") not in (None, "pass"):
+    if (f.get("new_in_pr") or base.get("changed")) and base.get("status") not in (None, "pass"):
         return (f"On base the same instances also fail, differently ({prose(base.get('status'), 80)}: "
                 f"{prose(base.get('symptom'))}).")
     return None
@@ -113,14 +113,16 @@ def verdict_line(doc: dict) -> str:
     findings = [f for f in doc["findings"] if attribution(f) != "known"]
     new = sum(1 for f in findings if attribution(f) == "new")
     old = sum(1 for f in findings if attribution(f) == "on_base")
+    changed = sum(1 for f in findings if attribution(f) == "changed")
     pr = doc.get("pr") or {}
     if pr.get("nothing_to_test"):
         return ":white_check_mark: dlci: nothing to test in this PR"
+    besides = ", ".join([*([f"{changed} changed by it, failing on base too"] if changed else []),
+                         *([f"{old} already on base"] if old else [])])
     if new:
-        return f":x: dlci: {new} new bug{'s' if new != 1 else ''} in this PR" + (
-            f" ({old} already on base)" if old else "")
-    if old:
-        return f":warning: dlci: no new bug; {old} already on the base revision"
+        return f":x: dlci: {new} new bug{'s' if new != 1 else ''} in this PR" + (f" ({besides})" if besides else "")
+    if besides:
+        return f":warning: dlci: no new bug; {besides}"
     if any(attribution(f) == "unattributed" for f in findings):
         return f":x: dlci: {len(findings)} finding(s)"
     if pr.get("test_gap"):  # changed code dlci has no material for: not a clean run
@@ -239,6 +241,9 @@ def _render_once(doc, findings, flaky, skipped, repro_limit, max_findings, detai
     sections = [
         {"title": "NEW IN THIS PR", "blurb": "These fail on this PR's code and not on the base revision.",
          "findings": [f for f in shown if attribution(f) == "new"]},
+        {"title": "CHANGED BY THIS PR", "blurb": "These fail on the base revision too, otherwise: this PR changed how "
+                                                 "(neither revision gets them right).",
+         "findings": [f for f in shown if attribution(f) == "changed"]},
         {"title": "ALREADY ON BASE", "blurb": "The same failure happens on the base revision: not caused by this PR.",
          "findings": [f for f in shown if attribution(f) == "on_base"]},
         {"title": "FINDINGS", "blurb": "Not classified against a base revision.",

@@ -40,6 +40,9 @@ def _new_in_pr(f: dict) -> str:
         return "n/a"
     base = f.get("base") or {}
     if not f["new_in_pr"]:
+        if base.get("changed"):
+            return (f"no: **changed by this PR** (on base the same instances fail too, otherwise: "
+                    f"{P(base.get('status', '?'), 80)}" + (f", {P(base['symptom'])})" if base.get("symptom") else ")"))
         return "no: the same failure is already on the base revision"
     if base.get("status") == "pass":
         return "**yes** (the same instances pass on the base revision)"
@@ -49,12 +52,14 @@ def _new_in_pr(f: dict) -> str:
     return f"**yes** (on base the same instances fail otherwise: {status}" + (f", {symptom})" if symptom else ")")
 
 
-_GROUPS = (("new", "New in this PR"), ("on_base", "Already on the base revision"), ("known", "Known issues"),
-           ("unattributed", "Not attributed"))
+_GROUPS = (("new", "New in this PR"), ("changed", "Changed by this PR (failing on base too, otherwise)"),
+           ("on_base", "Already on the base revision"), ("known", "Known issues"), ("unattributed", "Not attributed"))
 
 
 def _release_groups(against: dict) -> tuple:
     return (("new", f"New in {P(against['package'], 80)} {P(against['installed'], 80)}"),
+            ("changed", f"Changed in {P(against['package'], 80)} {P(against['installed'], 80)} (failing in "
+                        f"{P(against['version'], 80)} too, otherwise)"),
             ("on_base", f"Already in {P(against['package'], 80)} {P(against['version'], 80)}"),
             ("known", "Known issues"), ("unattributed", "Not compared"))
 
@@ -65,7 +70,9 @@ def _new_in_release(f: dict) -> str:
         return f"not compared ({P(a.get('note') or a.get('status') or 'no re-run')})"
     older = f"{P(a.get('package'), 80)} {P(a.get('version'), 80)}"
     if not f["new_in_release"]:
-        text = f"no: the same failure in {older}"
+        text = (f"no: changed (in {older} the same instances fail too, otherwise: {P(a.get('status'), 80)}"
+                + (f", {P(a['symptom'])})" if a.get("symptom") else ")")) if a.get("changed") else \
+            f"no: the same failure in {older}"
     elif a.get("status") == "pass":
         text = f"**yes** (the same instances pass on {older})"
     else:
@@ -193,8 +200,11 @@ def _pr_section(pr: dict, findings: list) -> list[str]:
         lines += [f"**Policy:** {policy_note(pr)}", ""]
     new = sum(1 for f in findings if attribution(f) == "new")
     old = sum(1 for f in findings if attribution(f) == "on_base")
+    changed = sum(1 for f in findings if attribution(f) == "changed")
     if findings:
-        lines += [f"{new} finding(s) new in this PR, {old} already on the base revision.", ""]
+        lines += [f"{new} finding(s) new in this PR, "
+                  + (f"{changed} changed by it (failing on base too, otherwise), " if changed else "")
+                  + f"{old} already on the base revision.", ""]
     touched = pr.get("touched") or []
     if touched:
         # one row per operator, the changed places that reach it inside the row (four changed helpers are not

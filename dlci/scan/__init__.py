@@ -33,7 +33,7 @@ from dlci.campaign.state import add_phase
 from dlci.campaign.execution import execute, open_engine
 from dlci.campaign.reproduction import MIN_CHECK_SECONDS, FollowUp, reproducers_owed
 from dlci.config import CONFIG_FILE, Config, ConfigError
-from dlci.findings import is_new
+from dlci.findings import attribution as attribution_of, is_new
 from dlci.findings.repro import test_env
 from dlci.findings.warm import WarmPool
 from dlci.report.document import Report
@@ -741,7 +741,7 @@ def _without_old_graph_findings(findings: list, pr: dict) -> list:
     """The fuzz share's failures that the base revision shows the same way are not the PR's and, unlike an old
     failure of a touched operator, have nothing to do with what it changed: counted in the report, not reduced,
     reproduced or listed as findings."""
-    old = [f for f in findings if f.origin.get("source") == "fuzz" and f.new_in_pr is False]
+    old = [f for f in findings if f.origin.get("source") == "fuzz" and attribution_of(f) == "on_base"]
     if old:
         pr["fuzz_already_on_base"] = [{"operator": f.operator, "target": f.target, "symptom": f.symptom,
                                        "signature": f.signature} for f in old]
@@ -862,7 +862,7 @@ def _no_environment_failure(campaign, findings: list) -> None:
     if count < ENVIRONMENT_SHARE * total:
         return
     same = [f for f in findings if normalize_message(f.message) == message]
-    if same and all(f.new_in_pr is False for f in same):
+    if same and all(attribution_of(f) == "on_base" for f in same):
         example = next((o for o in outcomes if normalize_message(o.message) == message), None)
         raise InfrastructureError(
             f"{count} of {total} tests failed the same way on both revisions: an environment problem, not a finding "

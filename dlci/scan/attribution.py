@@ -123,8 +123,10 @@ def attribute(findings: list[Finding], campaign: Campaign, options: RunOptions, 
               deadline: float, head_env: dict | None = None, compare: Comparison = BASE) -> list[Finding]:
     """Re-run each finding's instances on the base revision (``compare``: or another side, e.g. an older release),
     each judged on its own: an instance that fails the same way there (same signature and, for wrong results, the
-    very same wrong numbers) is old; one that passes, or fails otherwise, is new. A finding with both is split in two,
-    so a new failure is never hidden in an old one. Returns the findings, split ones included."""
+    very same wrong numbers) is old; one that crashes or computes a wrong result there too, but otherwise, is changed
+    (neither revision is right: not new in the PR, nor the same failure); one that passes, or that base does not
+    support, is new. A finding with several is split, so a new failure is never hidden in an old or changed one.
+    Returns the findings, split ones included."""
     per_finding = [[_job(f"base{f.id}", campaign, iid, f.target) for iid in _base_sample(f, campaign)]
                    for f in findings]
     # round robin: every finding's representative first, so a deadline leaves as few findings unattributed as it can
@@ -143,19 +145,29 @@ def attribute(findings: list[Finding], campaign: Campaign, options: RunOptions, 
         old = [i for i, o in base.items() if F.is_failure(o) and (
             campaign.signature(o) == f.signature and (i not in head or same_digest(o.digest, head[i].digest)
                                                       or i in unsteady)) or _never_worked(o, f)]
-        new = [i for i in base if i not in old]
+        changed = [i for i in base if i not in old and F.is_failure(base[i])]
+        new = [i for i in base if i not in old and i not in changed]
         unattributed = [i for i in f.instances if i not in base]
         # an instance not re-run goes with the re-runs of its own form: where base passed every one of them, it is
         # new too (a signature shared by two operators, one failing so on base, must not hide the other)
-        new_forms = {_form(campaign, i) for i in new} - {_form(campaign, i) for i in old}
+        new_forms = {_form(campaign, i) for i in new} - {_form(campaign, i) for i in old + changed}
         new += [i for i in unattributed if _form(campaign, i) in new_forms]
         unattributed = [i for i in unattributed if i not in new]
-        if old and new:  # one signature, two stories: report them apart
-            out += [_part(f, old + unattributed, False, base, campaign, compare),
-                    _part(f, new, True, base, campaign, compare, suffix=compare.suffix)]
-        else:
-            out.append(_part(f, f.instances, bool(new), base, campaign, compare))
+        # one signature, several stories: each reported apart (the instances not re-run with the old part, else with
+        # the changed one: never counted new without a re-run that says so)
+        parts = [(ids, kind) for ids, kind in ((old, OLD), (changed, CHANGED), (new, NEW)) if ids]
+        if len(parts) == 1:
+            out.append(_part(f, f.instances, parts[0][1], base, campaign, compare))
+            continue
+        first = True
+        for ids, kind in parts:
+            out.append(_part(f, ids + (unattributed if first else []), kind, base, campaign, compare,
+                             suffix="" if first else compare.suffix if kind == NEW else F.CHANGED_PART))
+            first = False
     return out
+
+
+OLD, CHANGED, NEW = "old", "changed", "new"  # how an instance fails on the other side: the same way, otherwise, not
 
 
 def _head_numbers(findings: list[Finding], jobs: list[Job], results: dict[str, Outcome], campaign: Campaign,
@@ -222,10 +234,12 @@ def _never_worked(base: Outcome, f: Finding) -> bool:
     return STAGE_ORDER.get(base.stage or "", 9) <= STAGE_ORDER.get(f.stage or "", -1)
 
 
-def _part(f: Finding, instances: list[str], new: bool, base: dict[str, Outcome], campaign: Campaign,
+def _part(f: Finding, instances: list[str], kind: str, base: dict[str, Outcome], campaign: Campaign,
           compare: Comparison = BASE, suffix: str = "") -> Finding:
-    """The finding restricted to ``instances``, attributed new or old; represented by the instance that fails on
-    head and passes on base when new (its reproducer then fails on head and passes on base)."""
+    """The finding restricted to ``instances``, attributed ``kind`` (OLD, CHANGED or NEW); represented by the
+    instance that fails on head and passes on base when new (its reproducer then fails on head and passes on
+    base)."""
+    new = kind == NEW
     part = Finding.from_dict(f.to_dict())
     part.signature = f.signature + suffix
     part.instances = sorted(instances)
@@ -246,7 +260,8 @@ def _part(f: Finding, instances: list[str], new: bool, base: dict[str, Outcome],
             part.message, part.distance, part.traceback = head.message[:2000], head.distance, head.traceback[-4000:]
     o = mine.get(part.instance_id) or next(iter(mine.values()), None)
     compare.mark(part, new, {"status": o.status if o else "not run", "symptom": o.symptom if o else "",
-                             "stage": o.stage if o else None, "same_failure": not new,
+                             "stage": o.stage if o else None, "same_failure": kind == OLD,
+                             **({"changed": True} if kind == CHANGED else {}),
                              "instances": sorted(mine), "not_run": sorted(set(instances) - set(mine))})
     return part
 
@@ -310,7 +325,7 @@ def fold(findings: list[Finding]) -> list[Finding]:
     for f in findings:
         # a graph failure that needs several operators is never the same root cause as one operator's own
         needs_graph = bool((f.extra.get("graph") or {}).get("multi_operator"))
-        key = (f.new_in_pr, f.oracle, f.stage, f.symptom, operators.instance_ops(f.operator), needs_graph)
+        key = (F.attribution(f), f.oracle, f.stage, f.symptom, operators.instance_ops(f.operator), needs_graph)
         groups.setdefault(key, []).append(f)
     kept = []
     for group in groups.values():
