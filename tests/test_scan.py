@@ -88,6 +88,27 @@ def test_ops_lists_touched_operators_with_file_and_line(tmp_path, capsys):
     assert all(t["file"].endswith("base_fx_graph_translator.py") and t["line"] > 0 for t in doc["touches"])
 
 
+def test_the_tests_reprobed_for_fixes_take_every_way_through_the_changed_code_first():
+    """A fix changes one branch few tests take (CumSum's reverse flag): of the many passing tests that ran changed
+    code, one per distinct set of changed statements comes before any second of a set, so the few re-run on base to
+    show what the PR fixed include the branch's test."""
+    from types import SimpleNamespace
+    from dlci.instance import Instance, Origin, TensorSpec
+    from dlci.scan import _by_way
+
+    def inst(n):
+        return Instance(op="onnx::CumSum", framework="onnx", call={"kind": "onnx_node"},
+                        inputs=[TensorSpec([n + 1], "float32")], params={}, origin=Origin("onnx_node", f"t{n}"),
+                        id=f"i{n}")
+    campaign = SimpleNamespace(instances={f"i{n}": inst(n) for n in range(40)})
+    common, reverse = frozenset({("f.py", (10, 10))}), frozenset({("f.py", (10, 10)), ("f.py", (12, 14))})
+    keyed = [((f"i{n}", "tvm.from_onnx"), common) for n in range(38)] + [(("i38", "tvm.from_onnx"), reverse),
+                                                                         (("i39", "tvm.from_onnx"), frozenset())]
+    order = _by_way(keyed, campaign)
+    assert order[:2] == [("i0", "tvm.from_onnx"), ("i38", "tvm.from_onnx")]
+    assert ("i39", "tvm.from_onnx") not in order and len(order) == 39  # ran no changed statement: never a probe
+
+
 def test_bad_input_is_a_usage_error(tmp_path, capsys):
     assert main(["ops", "--repo", str(tmp_path)]) == EXIT_USAGE  # not a git repository
     assert "git" in capsys.readouterr().err

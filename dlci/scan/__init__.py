@@ -527,8 +527,8 @@ def attribute_on_base(pull: PullRequest, tested: HeadRun, revisions: Revisions) 
     campaign, options, clock, pr, repo = tested.campaign, pull.options, pull.clock, pull.pr, pull.repo
     findings = _fold_graph_duplicates(stages.collect(campaign))
     head = revisions.head
-    reach = coverage.reach_test(head.path, tested.converter_files, repo)
-    reaching = _diverse([key for key, cov in campaign.coverage.items() if reach(cov)], campaign)
+    ran = coverage.statements_run(head.path, tested.converter_files, repo)
+    reaching = _by_way([(key, ran(cov)) for key, cov in campaign.coverage.items()], campaign)
     if not (findings or campaign.unsupported or reaching) or campaign.interrupted:
         return findings
     pull.say(f"re-running {len(findings)} finding(s), {len(campaign.unsupported)} unsupported operator(s) and "
@@ -919,6 +919,20 @@ def _skeleton_writer(out: Path):
         (folder / name).write_text(render_skeleton(inst, target, goal.describe()), encoding="utf-8")
         return f"skeletons/{name}"
     return write
+
+
+def _by_way(keyed: list[tuple[tuple[str, str], frozenset]], campaign) -> list[tuple[str, str]]:
+    """The (instance, target) pairs that ran changed statements: the first of each way through the changed code (the
+    set of changed statements it ran) first, then the rest, each part in _diverse's order. What a fix changed is
+    often one branch few tests take (a reverse flag, an empty input): its tests must be among the few re-run on
+    base, not behind many that take the common way."""
+    firsts, seen = [], set()
+    for key, way in keyed:
+        if way and way not in seen:
+            seen.add(way)
+            firsts.append(key)
+    chosen = set(firsts)
+    return _diverse(firsts, campaign) + _diverse([k for k, way in keyed if way and k not in chosen], campaign)
 
 
 def _diverse(keys: list[tuple[str, str]], campaign) -> list[tuple[str, str]]:

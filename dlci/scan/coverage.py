@@ -79,12 +79,20 @@ def reaches(coverages: list[dict], head_root: Path, converter_files, repo) -> bo
 
 def reach_test(head_root: Path, converter_files, repo) -> Callable[[dict], bool]:
     """A test of one coverage record: did it run a changed statement? (The spans are computed once.)"""
+    ran = statements_run(head_root, converter_files, repo)
+    return lambda cov: bool(ran(cov))
+
+
+def statements_run(head_root: Path, converter_files, repo) -> Callable[[dict], frozenset]:
+    """The changed statements one coverage record ran, as (file, span) pairs: its way through the changed code.
+    (The spans are computed once.)"""
     changed = {str((head_root / rel).resolve()): spans
                for rel, spans in changed_statements(repo, converter_files).items()}
 
-    def test(cov: dict) -> bool:
-        return any(any(_ran(sp, cov.get(path, ())) for sp in spans) for path, spans in changed.items())
-    return test
+    def ran(cov: dict) -> frozenset:
+        return frozenset((path, sp) for path, spans in changed.items() for sp in spans
+                         if _ran(sp, cov.get(path, ())))
+    return ran
 
 
 def blob(repo, rev: str, rel: str) -> str | None:
