@@ -449,6 +449,31 @@ def test_an_instance_base_fails_otherwise_is_changed_by_the_pr_never_new_nor_old
     assert len(attribution.fold([by["changed"], by["on_base"]])) == 2
 
 
+def test_a_test_base_does_not_support_and_head_passes_is_fixed_by_the_pr(monkeypatch):
+    """A PR that adds a torchlib function: base says unsupported (no function registered), head passes. Shown as
+    fixed, twice the same on base; a test base passes is not."""
+    from dlci.campaign import Campaign, RunOptions
+    from dlci.instance import Instance, Origin, TensorSpec
+    from dlci.outcome import PASS, UNSUPPORTED, Outcome
+    from dlci.scan import attribution
+    from dlci.targets import get
+    target = "onnxscript.torchlib"
+    insts = {f"i{n}": Instance(op="aten::hann_window", framework="torch", call={"kind": "torch_fn", "fn": "f"},
+                               inputs=[TensorSpec([n + 1], "float32")], params={}, origin=Origin("factories", f"w{n}"),
+                               id=f"i{n}") for n in range(3)}
+    campaign = Campaign(instances=insts, targets={target: get(target)})
+
+    def on_base(jobs, *_args):  # i0, i1: no function on base; i2 passes there too
+        return {j.id: Outcome(j.instance_id, j.op, target, PASS) if j.instance_id == "i2" else
+                Outcome(j.instance_id, j.op, target, UNSUPPORTED, "convert", "NotRegistered",
+                        "torchlib registers no function for aten::hann_window") for j in jobs}
+    monkeypatch.setattr(attribution, "_run", on_base)
+    fixed = attribution.fixed_in_pr(campaign, RunOptions(out=Path("unused")), {},
+                                    [(i, target) for i in insts], time.monotonic() + 60)
+    assert [(f["operator"], f["status_on_base"], f["instances"]) for f in fixed] == [
+        ("aten::hann_window", UNSUPPORTED, ["i0", "i1"])]
+
+
 def test_the_repository_tests_spend_the_budget_and_a_long_preparation_extends_it(monkeypatch):
     from dlci.campaign import clock as clock_module
     now = [1000.0]

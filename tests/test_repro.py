@@ -186,7 +186,8 @@ def test_single_operator_reproducers_are_short(tmp_path):
     lengths["crash"] = len(path.read_text().splitlines())
     assert "values_differ" not in path.read_text()  # a crash needs no comparison
     assert sorted(lengths.values())[len(lengths) // 2] <= MEDIAN_LINES, lengths
-    assert max(lengths.values()) <= MEDIAN_LINES + 5, lengths
+    # (the longest exports a reference of its own; every wrong-result reproducer guards that the target gave outputs)
+    assert max(lengths.values()) <= MEDIAN_LINES + 8, lengths
 
 
 def test_nan_and_dtype_findings_paste_only_their_check(tmp_path):

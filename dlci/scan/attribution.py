@@ -392,13 +392,14 @@ FIXED_PROBES = 24  # head-passing tests that ran changed code, re-run on base to
 def fixed_in_pr(campaign: Campaign, options: RunOptions, base_env: dict, reaching: list[tuple[str, str]],
                 deadline: float) -> list[dict]:
     """What the pull request fixed: tests that ran changed code and passed on head, re-run on the base revision,
-    where they fail (twice, the same way). One entry per (target, operator, failure)."""
+    where they fail or are not supported (twice, the same way: a PR that adds a function fixes what base refused).
+    One entry per (target, operator, failure)."""
     failed = {(o.instance_id, o.target) for outs in campaign.failures.values() for o in outs}
     failed |= {(o.instance_id, o.target) for outs in campaign.unsupported.values() for o in outs}
     passing = [(iid, t) for iid, t in reaching if iid in campaign.instances and (iid, t) not in failed][:FIXED_PROBES]
     jobs = [_job(f"fixed{n}", campaign, iid, t) for n, (iid, t) in enumerate(passing)]
     first = _run(jobs, campaign, options, base_env, "fixed", deadline)
-    failing = [j for j in jobs if j.id in first and F.is_failure(first[j.id])]
+    failing = [j for j in jobs if j.id in first and (F.is_failure(first[j.id]) or first[j.id].status == UNSUPPORTED)]
     again = _run([_job(f"fixed-again{n}", campaign, j.instance_id, j.target) for n, j in enumerate(failing)],
                  campaign, options, base_env, "fixed-confirm", deadline)
     found: dict[tuple, dict] = {}
