@@ -47,7 +47,7 @@ def touches(repo: GitRepo) -> set[tuple[str, tuple[str, ...]]]:
 
 def test_a_repository_of_the_python_package_is_openvinos(base_repo):
     registry()
-    repo = GitRepo(base_repo, "main", f"pr/openvino-py-bfloat16-table")
+    repo = GitRepo(base_repo, "main", "pr/openvino-py-bfloat16-table")
     assert PROFILES["openvino"].detect(repo)
     got = touches(repo)
     torch_targets = ("openvino.exported_program", "openvino.pytorch", "openvino.torch_compile")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 from dlci.findings import Finding
 from dlci.report.document import Report
