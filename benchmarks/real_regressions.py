@@ -155,6 +155,29 @@ def _reproducer_checks(new: list[dict]) -> dict:
             "unchecked_on_base": sum(f.get("repro_passes_on_base") is None for f in new)}
 
 
+def _new_in_pr(doc: dict) -> list[dict]:
+    """the report's findings new in the PR (a known one is no verdict)"""
+    return [f for f in doc.get("findings", []) if f.get("new_in_pr") and not f.get("known")]
+
+
+def _brief(findings: list[dict], keys: tuple[str, ...]) -> list[dict]:
+    """the first six findings, each by these fields and its source"""
+    return [{k: f.get(k) for k in keys} | {"source": (f.get("origin") or {}).get("source")} for f in findings][:6]
+
+
+def _failed(run: dict) -> str:
+    return f"scan failed (exit {run['exit']}): {run['stderr_tail'].strip().splitlines()[-1:] or ''}"
+
+
+def _walls(walls: list) -> dict:
+    return {"median": _median(walls), "max": max(walls, default=None)}
+
+
+def _in_family_order(out: dict) -> dict:
+    order = {f: i for i, f in enumerate(FAMILIES)}
+    return dict(sorted(out.items(), key=lambda kv: order.get(kv[0], len(order))))
+
+
 def judge(case: dict, out: Path, run: dict) -> dict:
     """caught / missed (+reason) for a regression; false alarms for a refactor."""
     case_ops = set().union(*(_canon(o) for o in case["operators"]))
@@ -171,7 +194,7 @@ def judge(case: dict, out: Path, run: dict) -> dict:
     for t in ops.get("touches", []) or pr.get("touched", []):
         touched |= set(t.get("canonical") or _canon(t.get("operator", "")))
     on_op = [f for f in findings if _canon(f.get("operator", "")) & case_ops]
-    new = [f for f in findings if f.get("new_in_pr") and not f.get("known")]
+    new = _new_in_pr(doc)
     new_on_op = [f for f in new if f in on_op]
     cov = pr.get("coverage") or {}
     rows = _results(out / "results.jsonl")
@@ -188,9 +211,8 @@ def judge(case: dict, out: Path, run: dict) -> dict:
         on_operator_but_base=sum(1 for f in on_op if not f.get("new_in_pr")),
         # failing on base too, otherwise: "changed by this PR", not new (counted apart, never as caught)
         changed_on_operator=sum(1 for f in on_op if not f.get("new_in_pr") and (f.get("base") or {}).get("changed")),
-        new_findings=[{k: f.get(k) for k in ("operator", "target", "symptom", "stage", "oracle", "reaches_change",
-                                             "repro_checked", "repro_passes_on_base")}
-                      | {"source": (f.get("origin") or {}).get("source")} for f in new][:6],
+        new_findings=_brief(new, ("operator", "target", "symptom", "stage", "oracle", "reaches_change",
+                                  "repro_checked", "repro_passes_on_base")),
         # what the seeds from the repository's own tests gave (unless --no-suite the case repository has tests to read)
         repo_tests=_repo_tests_summary(pr.get("repo_tests")),
         # the check the issue names: each new finding's reproducer fails on head and passes on base (None: not run)
@@ -208,7 +230,7 @@ def judge(case: dict, out: Path, run: dict) -> dict:
         # dlci itself failed (an internal error, a signal): what it wrote before is no verdict a maintainer gets, and
         # a refactor whose scan died is not "clean"
         res["outcome"] = "error"
-        res["reason"] = f"scan failed (exit {run['exit']}): {run['stderr_tail'].strip().splitlines()[-1:] or ''}"
+        res["reason"] = _failed(run)
         return res
     if case["kind"] == "refactor":
         # a change judged by hand to alter behaviour (cases.yaml `behaviour_change`): findings on its operators are
@@ -269,20 +291,18 @@ def judge_fix(case: dict, out: Path, run: dict) -> dict:
     doc = _load(out / "findings.json")
     res: dict = {"wall_seconds": run["wall_seconds"], "exit": run["exit"]}
     if doc is None or run["exit"] not in (0, 1):
-        return res | {"outcome": "error", "reason": f"scan failed (exit {run['exit']}): "
-                                                    f"{run['stderr_tail'].strip().splitlines()[-1:] or ''}"}
+        return res | {"outcome": "error", "reason": _failed(run)}
     fixed = (doc.get("pr") or {}).get("fixed") or []
     on_op = [f for f in fixed if _canon(f.get("operator", "")) & case_ops]
-    new = [f for f in doc.get("findings", []) if f.get("new_in_pr") and not f.get("known")]
+    new = _new_in_pr(doc)
     res.update(fixed=len(fixed), fixed_on_operator=len(on_op),
                fixed_entries=[{k: f.get(k) for k in ("operator", "target", "symptom", "status_on_base")}
                               for f in fixed][:6],
                new_in_pr=len(new),
                changed_in_pr=sum(1 for f in doc.get("findings", []) if f.get("new_in_pr") is False
                                  and (f.get("base") or {}).get("changed")),
-               new_findings=[{k: f.get(k) for k in ("operator", "target", "symptom", "oracle", "repro_checked",
-                                                    "repro_passes_on_base")}
-                             | {"source": (f.get("origin") or {}).get("source")} for f in new][:6])
+               new_findings=_brief(new, ("operator", "target", "symptom", "oracle", "repro_checked",
+                                         "repro_passes_on_base")))
     if case["kind"] == "refactor":
         res["outcome"] = "false_alarm" if new else "clean"
         res["reason"] = f"{len(new)} finding(s) new in PR on the reversed refactor" if new else "no finding new in PR"
@@ -320,10 +340,8 @@ def as_fix_summary(rows: list[dict]) -> dict:
             s["refactors_with_new_in_pr"] += bool(a.get("new_in_pr"))
         s["_walls"].append(a["wall_seconds"])
     for s in out.values():
-        walls = s.pop("_walls")
-        s["scan_wall_seconds"] = {"median": _median(walls), "max": max(walls, default=None)}
-    order = {f: i for i, f in enumerate(FAMILIES)}
-    return dict(sorted(out.items(), key=lambda kv: order.get(kv[0], len(order))))
+        s["scan_wall_seconds"] = _walls(s.pop("_walls"))
+    return _in_family_order(out)
 
 
 def _repo_tests_summary(rt: dict | None) -> dict | None:
@@ -425,12 +443,11 @@ def arms_summary(rows: list[dict], arms: list[str]) -> dict:
         for s in fam.values():
             walls, pm = s.pop("_walls"), s.pop("_per_minute")
             diverged, minutes = s.pop("_diverged"), s.pop("_minutes")
-            s["scan_wall_seconds"] = {"median": _median(walls), "max": max(walls, default=None), "n": len(walls)}
+            s["scan_wall_seconds"] = _walls(walls) | {"n": len(walls)}
             s["divergences_per_minute"] = {"median": round(statistics.median(pm), 2) if pm else None,
                                            "pooled": round(diverged / minutes, 2) if minutes else None,
                                            "cases": len(pm)}
-    order = {f: i for i, f in enumerate(FAMILIES)}
-    return dict(sorted(out.items(), key=lambda kv: order.get(kv[0], len(order))))
+    return _in_family_order(out)
 
 
 def _git_head() -> str:
