@@ -250,6 +250,33 @@ def test_reproducer_runs_without_dlci(tmp_path):
         assert ("REPRODUCED value mismatch" in run.stdout) == (code == 1), run.stdout
 
 
+def refuses(case, inputs):
+    """torch.batch's graph B failing as a broken kernel would."""
+    raise RuntimeError("the kernel refuses this batch")
+
+
+def misspelt(case, inputs):
+    """torch.batch's graph B with the reproducer's own mistake: a name nothing binds (looked up at run time: the
+    renderer refuses a pasted function that names one)."""
+    return eval("undefined_in_the_reproducer")(case, inputs)
+
+
+def test_a_crash_reproducer_tells_the_crash_from_another_error_and_from_its_own_mistake(tmp_path):
+    """Graph B raising what the finding recorded reproduces (exit 1); another exception is "a different error"
+    (exit 0); a NameError of the script's own is let through (exit 1 without REPRODUCED: neither)."""
+    inst = I["layernorm"]
+    for graph_b, symptom, code, reproduced in ((refuses, "RuntimeError", 1, True), (refuses, "ValueError", 0, False),
+                                                (misspelt, "RuntimeError", 1, False)):
+        rule = _broken(f"test.{graph_b.__name__}", "torch.batch", graph_b)
+        f = _finding(rule.name, stage="run", message="the kernel refuses this batch")
+        f.symptom, f.oracle_status = symptom, "crash"
+        script = tmp_path / f"{graph_b.__name__}_{symptom}.py"
+        script.write_text(render_rule_text(rule, inst, f))
+        run = run_without_dlci(script, tmp_path)
+        assert (run.returncode, "REPRODUCED" in run.stdout) == (code, reproduced), (run.stdout, run.stderr[-2000:])
+        assert ("NameError" in run.stderr) == (graph_b is misspelt), run.stderr[-2000:]
+
+
 def test_fp64_arbitration_keeps_rounding_quiet():
     """A reformulation whose float32 rounding legitimately differs (x*255 then /255; one sample at a time) on a
     cancelling convolution (inputs near 1000, zero-mean kernel): beyond the float32 tolerance, yet a pass, because
