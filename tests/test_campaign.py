@@ -449,6 +449,46 @@ def test_an_instance_base_fails_otherwise_is_changed_by_the_pr_never_new_nor_old
     assert len(attribution.fold([by["changed"], by["on_base"]])) == 2
 
 
+def test_the_instances_of_another_input_rank_are_re_run_on_base_even_behind_many_smaller_ones(monkeypatch):
+    """interpolate on 4-d inputs fails the same on both revisions; on 5-d inputs (upsample_trilinear3d, the function
+    the PR removed) it fails on head only, with the same message. The 5-d instances are larger, so the smallest-first
+    sample of the finding's instances never reached them: the input ranks are a form of their own, each re-run."""
+    from dlci.campaign import Campaign, RunOptions
+    from dlci.findings import Finding, attribution as attribution_of
+    from dlci.instance import Instance, Origin, TensorSpec
+    from dlci.outcome import CRASH, PASS, Outcome
+    from dlci.scan import attribution
+    from dlci.targets import get
+    target = "torch.onnx"
+    shapes = {f"i{n}": [1, 2, 3, 3 + n] for n in range(20)} | {f"t{n}": [1, 2, 3, 4, 5 + n] for n in range(3)}
+    insts = {iid: Instance(op="aten::interpolate", framework="torch", call={"kind": "torch_fn", "fn": "f"},
+                           inputs=[TensorSpec(shape, "float32")], params={}, origin=Origin("opinfo", iid), id=iid)
+             for iid, shape in shapes.items()}
+    campaign = Campaign(instances=insts, targets={target: get(target)})
+
+    def crash(iid: str) -> Outcome:
+        return Outcome(iid, "aten::interpolate", target, CRASH, "convert", "ConversionError",
+                       "aten_arange() got an unexpected keyword argument 'device'")
+    sig = campaign.signature(crash("i0"))
+    campaign.failures[sig] = [crash(i) for i in insts]
+    f = Finding(id="F001", oracle="crash", operator="aten::interpolate", target=target, target_version="",
+                symptom="ConversionError", stage="convert", signature=sig, message="", instance_id="i0", origin={},
+                instances=sorted(insts), operators=["aten::interpolate"])
+    ran = []
+
+    def on_base(jobs, *_args):  # the 5-d ones pass on base
+        ran.extend(j.instance_id for j in jobs)
+        return {j.id: Outcome(j.instance_id, "aten::interpolate", target, PASS) if j.instance_id.startswith("t")
+                else crash(j.instance_id) for j in jobs}
+    monkeypatch.setattr(attribution, "_run", on_base)
+    parts = attribution.attribute([f], campaign, RunOptions(out=Path("unused")), {}, time.monotonic() + 60)
+    assert len(ran) <= attribution.BASE_RERUNS and any(i.startswith("t") for i in ran), ran
+    by = {attribution_of(p): p for p in parts}
+    assert sorted(by) == ["new", "on_base"], parts
+    # the 5-d instances not re-run go with the re-runs of their own form: new
+    assert by["new"].instances == ["t0", "t1", "t2"] and by["new"].instance_id.startswith("t")
+
+
 def test_a_test_base_does_not_support_and_head_passes_is_fixed_by_the_pr(monkeypatch):
     """A PR that adds a torchlib function: base says unsupported (no function registered), head passes. Shown as
     fixed, twice the same on base; a test base passes is not."""

@@ -95,14 +95,15 @@ def _job(prefix: str, campaign: Campaign, iid: str, target: str) -> Job:
 
 
 def _form(campaign: Campaign, iid: str) -> tuple:
-    """What base re-runs must each see at least once among a finding's instances: one signature can span operators
-    and ways of writing the model (a shared converter frame), and base may fail on some of them and pass on others."""
+    """What base re-runs must each see at least once among a finding's instances: one signature can span operators,
+    ways of writing the model (a shared converter frame) and input ranks (an operator dispatches by rank: interpolate
+    to upsample_{1,2,3}d, each converted on its own), and base may fail on some of them and pass on others."""
     inst = campaign.instances.get(iid)
     if inst is None:
         return (iid,)
     # generated graphs (graph::<name>) are one form per source: each is an operator id of its own
     op = "graph" if inst.op.startswith("graph::") else inst.op
-    return (op, inst.framework, inst.origin.source)
+    return (op, inst.framework, inst.origin.source, tuple(len(s.shape) for s in inst.inputs))
 
 
 def _base_sample(f: Finding, campaign: Campaign) -> list[str]:
