@@ -489,6 +489,47 @@ def test_the_instances_of_another_input_rank_are_re_run_on_base_even_behind_many
     assert by["new"].instances == ["t0", "t1", "t2"] and by["new"].instance_id.startswith("t")
 
 
+def test_what_the_divergence_search_saw_pass_on_base_is_re_run_there_first(monkeypatch):
+    """Among one form (interpolate, 5-d inputs) some instances fail on both revisions alike (nearest) and some on
+    head only (trilinear), and the smallest-first sample picks a nearest one. The divergence search paired the
+    trilinear ones with base and saw them pass: the finding's base re-runs take those first, and its new part shows."""
+    from dlci.campaign import Campaign, RunOptions
+    from dlci.findings import Finding, attribution as attribution_of
+    from dlci.instance import Instance, Origin, TensorSpec
+    from dlci.outcome import CRASH, PASS, Outcome
+    from dlci.scan import attribution
+    from dlci.targets import get
+    target = "torch.onnx"
+    shapes = {f"i{n}": [1, 2, 3, 3 + n] for n in range(20)} | {f"n{n}": [1, 2, 3, 4, 4 + n] for n in range(12)} \
+        | {f"t{n}": [1, 2, 3, 4, 20 + n] for n in range(2)}
+    insts = {iid: Instance(op="aten::interpolate", framework="torch", call={"kind": "torch_fn", "fn": "f"},
+                           inputs=[TensorSpec(shape, "float32")], params={}, origin=Origin("opinfo", iid), id=iid)
+             for iid, shape in shapes.items()}
+
+    def crash(iid: str) -> Outcome:
+        return Outcome(iid, "aten::interpolate", target, CRASH, "convert", "ConversionError",
+                       "aten_arange() got an unexpected keyword argument 'device'")
+
+    def on_base(jobs, *_args):  # the trilinear ones pass on base
+        return {j.id: Outcome(j.instance_id, "aten::interpolate", target, PASS) if j.instance_id.startswith("t")
+                else crash(j.instance_id) for j in jobs}
+    monkeypatch.setattr(attribution, "_run", on_base)
+    kinds = {}
+    for seen in (False, True):
+        campaign = Campaign(instances=insts, targets={target: get(target)})
+        sig = campaign.signature(crash("i0"))
+        campaign.failures[sig] = [crash(i) for i in insts]
+        if seen:
+            campaign.passed_on_base |= {("t0", target), ("t1", target)}
+        f = Finding(id="F001", oracle="crash", operator="aten::interpolate", target=target, target_version="",
+                    symptom="ConversionError", stage="convert", signature=sig, message="", instance_id="i0",
+                    origin={}, instances=sorted(insts), operators=["aten::interpolate"])
+        parts = attribution.attribute([f], campaign, RunOptions(out=Path("unused")), {}, time.monotonic() + 60)
+        kinds[seen] = {attribution_of(p): p.instances for p in parts}
+    assert kinds[False] == {"on_base": sorted(insts)}  # without the search's word, the trilinear ones hide
+    assert kinds[True]["new"] == ["t0", "t1"] and "t0" not in kinds[True]["on_base"], kinds[True]
+
+
 def test_a_test_base_does_not_support_and_head_passes_is_fixed_by_the_pr(monkeypatch):
     """A PR that adds a torchlib function: base says unsupported (no function registered), head passes. Shown as
     fixed, twice the same on base; a test base passes is not."""

@@ -471,6 +471,10 @@ def test_with_nothing_on_head_to_reach_the_touched_operators_tests_are_varied_an
     stream.observe_twin(Test(m, "torch.onnx", twin=True), Outcome(m.id, m.op, "torch.onnx", "pass"))
     assert [o.instance_id for o in campaign.unsupported[("torch.onnx", m.op)]] == [m.id, inst.id]
     assert stream.support_on_base == {(m.id, "torch.onnx")}  # the support check asks the head again only
+    # a test failing on head that base passes is one its finding's base re-runs take first (scan.attribution)
+    campaign.observed[(inst.id, "torch.onnx")] = {"status": "crash", "signature": "s"}
+    stream.observe_twin(Test(inst, "torch.onnx", twin=True), Outcome(inst.id, inst.op, "torch.onnx", "pass"))
+    assert campaign.passed_on_base == {(inst.id, "torch.onnx")}
 
 
 def test_the_second_phase_gives_each_operator_its_turn_however_many_tests_another_has(tmp_path):

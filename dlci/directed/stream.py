@@ -23,7 +23,7 @@ from dlci.directed import mutations as M
 from dlci.directed.distance import INF, Distances
 from dlci.directed.goals import Goal, reached
 from dlci.instance import Instance
-from dlci.outcome import INVALID, PASS, UNSUPPORTED
+from dlci.outcome import CRASH, INCONSISTENT, INVALID, PASS, UNSUPPORTED
 
 MAX_DEPTH = 3        # mutations stacked on one migrated instance
 PER_PICK = 2         # mutants of one (seed, mutation) pick
@@ -471,6 +471,8 @@ class DirectedStream:
                 if kind == "graph":
                     self.found_at = (time.monotonic(), self.stats["mutants"])
             self.graph_changes[change][0] += 1
+        if head["status"] in (CRASH, INCONSISTENT) and outcome.status == PASS:
+            self.campaign.passed_on_base.add(key)
         if head["status"] == UNSUPPORTED and outcome.status == PASS:
             # head calls unsupported what base runs: the first of its operator's unsupported tests the base
             # revision is asked about after the search (support removed), whatever was kept before it

@@ -22,6 +22,7 @@ from dlci.outcome import CRASH, UNSUPPORTED, Outcome, same_digest
 
 BASE_RERUNS = 8  # instances of one finding re-run on the base revision, each attributed on its own
 BASE_FORMS = 32  # and at least one of each of its first forms (operator, how the model is written): see _form
+BASE_SEEN_PASSING = 4  # and first of all, those the divergence search saw pass on base (Campaign.passed_on_base)
 SUPPORT_PROBES = 32  # per (target, operator): the first of each kind said unsupported on head before any second
 HEAD_AGAIN = 2  # head re-runs of a wrong result whose numbers differ on base (are they stable at all?)
 BASE_AGAIN = 2  # and base re-runs: uninitialised memory often reads the same twice in a row on one side
@@ -107,15 +108,17 @@ def _form(campaign: Campaign, iid: str) -> tuple:
 
 
 def _base_sample(f: Finding, campaign: Campaign) -> list[str]:
-    """The instances of ``f`` re-run on base, in order: its representative, then the best of each other form
-    (up to BASE_FORMS), then the next best up to BASE_RERUNS in all."""
+    """The instances of ``f`` re-run on base, in order: its representative, those the divergence search saw pass on
+    base (up to BASE_SEEN_PASSING), then the best of each other form (up to BASE_FORMS), then the next best up to
+    BASE_RERUNS in all."""
     spread = campaign.spread(f.instances)
     ranked = [f.instance_id] + sorted((i for i in f.instances if i != f.instance_id),
                                       key=lambda i: campaign.face(i, spread))
+    seen_passing = [i for i in ranked[1:] if (i, f.target) in campaign.passed_on_base][:BASE_SEEN_PASSING]
     firsts: dict[tuple, str] = {}
     for i in ranked:
         firsts.setdefault(_form(campaign, i), i)
-    chosen = list(firsts.values())[:BASE_FORMS]
+    chosen = list(dict.fromkeys([ranked[0], *seen_passing, *list(firsts.values())[:BASE_FORMS]]))
     rest = [i for i in ranked if i not in set(chosen)]
     return chosen + rest[:max(0, BASE_RERUNS - len(chosen))]
 
