@@ -355,6 +355,21 @@ def test_a_hung_twin_job_neither_starves_this_revisions_workers_nor_outlasts_the
     assert "b-hang" not in res and "b-hang" in info.unfinished and info.reason == "deadline"
 
 
+def test_a_job_still_running_past_the_deadline_and_its_grace_is_stopped_without_an_outcome():
+    """A mutant that hangs in this revision's worker held a scan's search window to the test timeout, 100 s past its
+    end, and left no time to re-run the findings on base (onnx-cumsum-reverse missed). With a grace, a job still
+    running that long after the deadline is stopped, unfinished: no outcome, so no finding of the harness's making;
+    the jobs that finished in time keep theirs."""
+    with Engine(workers=2, timeout=60) as engine:
+        jobs = [job("hang", "sleep", 30)] + [job(f"h{i}", "ok") for i in range(3)]
+        t0 = time.monotonic()
+        info, res, _ = collect(engine, jobs, deadline=t0 + 4, grace=2)
+        took = time.monotonic() - t0
+    assert all(res[f"h{i}"]["status"] == PASS for i in range(3))
+    assert took < 12, took
+    assert "hang" not in res and "hang" in info.unfinished and info.reason == "deadline"
+
+
 def test_twin_jobs_run_in_the_other_revisions_environment_beside_this_ones():
     """A divergence search's twin jobs go to the twin workers (the base revision's environment), the others to the
     engine's own, in one run; an engine without twin workers answers a twin job as a harness error."""

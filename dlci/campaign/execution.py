@@ -123,7 +123,8 @@ class Steered:
 
 def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: RunOptions, *,
             trace_files: tuple[str, ...] = (), until: float | None = None, hard_until: float | None = None,
-            reaches_change: Callable[[dict], bool] | None = None, watch: tuple = (), fingerprint: bool = False) -> None:
+            reaches_change: Callable[[dict], bool] | None = None, watch: tuple = (), fingerprint: bool = False,
+            grace: float | None = None) -> None:
     """Run the tests until ``until`` (monotonic; default: the budget from now), streaming every outcome to
     results.jsonl; a failure is re-run once (another instance of its signature if that flakes) before it counts, its
     confirmation jumping the queue. Confirmations still owed then get a short grace, at most a quarter of what is
@@ -132,12 +133,14 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
     whether a test's coverage ran a changed statement, which steers the order (:class:`Steered`); ``fingerprint``:
     each test's converted model is fingerprinted (Outcome.model_digest). A source's ``twin`` tests run on the
     engine's twin workers (the other revision) and go back to the source alone (``observe_twin``), never into the
-    campaign."""
+    campaign. ``grace``: a test still running that long after ``until`` is stopped without an outcome (Engine.run).
+    """
     run = _Execution(campaign, tests, options, trace_files, watch, reaches_change, fingerprint, hard_until)
     started = time.monotonic()
     deadline = until if until is not None else started + (options.budget or 0.0)
     with open(options.out / "results.jsonl", "a", encoding="utf-8") as run.results:
-        info = engine.run(run.jobs(), run.on_result, deadline=deadline)  # the tests; failures confirmed as they come
+        # the tests; failures confirmed as they come
+        info = engine.run(run.jobs(), run.on_result, deadline=deadline, grace=grace)
         campaign.interrupted = _cancelled(info)
         run.retry_batch_members(engine, deadline)  # the members of a batch whose worker died after the last pull
         run.confirm_after_the_budget(engine)       # confirmations still owed: a short grace

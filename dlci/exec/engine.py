@@ -266,8 +266,10 @@ class Engine:
         self._twin_env = worker_env(env)
 
     def run(self, jobs: Iterable[Job], on_result: Callable[[Job, dict], None], *,
-            deadline: float | None = None) -> RunInfo:
-        """Run jobs, calling ``on_result(job, outcome_dict)`` as each completes; see RunInfo."""
+            deadline: float | None = None, grace: float | None = None) -> RunInfo:
+        """Run jobs, calling ``on_result(job, outcome_dict)`` as each completes; see RunInfo. ``grace``: a job still
+        running this many seconds after the deadline is stopped, unfinished (no outcome); by default it runs to its
+        own timeout."""
         self._check_open()
         t0 = time.monotonic()
         ctx = self._ctx = _RunCtx(on_result, len(self._slots))
@@ -300,6 +302,13 @@ class Engine:
                     # running (a base compile that hangs to its timeout) is not waited for
                     for w in list(self._slots):
                         if w is not None and w.state == "busy" and self._is_twin(w.slot):
+                            self._kill(w, "interrupt")
+                            self._reap(w)
+                if not dispatching and grace is not None and time.monotonic() >= deadline + grace:
+                    # a hang that started before the deadline must not hold what comes after it to its timeout
+                    for w in list(self._slots):
+                        if w is not None and w.state == "busy":
+                            info.interrupted, info.reason = True, "deadline"
                             self._kill(w, "interrupt")
                             self._reap(w)
                 if dispatching:

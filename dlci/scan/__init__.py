@@ -43,6 +43,9 @@ from dlci.errors import InfrastructureError
 from dlci.scan import attribution, coverage, imports, repo_tests, selection
 
 DEFAULT_BUDGET = 170.0  # a scan of a pull request ends within three minutes on two cores (its wall ends near it)
+# a test still running this long after its phase ended is stopped without an outcome: a hang (a mutant TVM runs for
+# minutes) must not hold the search, the re-runs on base and the reproducers to its 120 s timeout
+STRAGGLER_SECONDS = 15.0
 @dataclass
 class ScanRequest:
     repo: Path
@@ -492,7 +495,8 @@ def test_head(pull: PullRequest, chosen: Selection, revisions: Revisions) -> Hea
                 until = end if search is None else time.monotonic() + (1 - directed.SHARE) * (end - time.monotonic())
                 execute(campaign, tests, engine, options, trace_files=trace, until=until, hard_until=clock.hard,
                         watch=search.watch() if search else (),
-                        reaches_change=coverage.reach_test(head.path, converter_files, pull.repo), fingerprint=pair)
+                        reaches_change=coverage.reach_test(head.path, converter_files, pull.repo), fingerprint=pair,
+                        grace=STRAGGLER_SECONDS)
             revisions.head_proven()
             if search is not None and not campaign.interrupted and time.monotonic() < end - 5:
                 if pair:
@@ -900,7 +904,7 @@ def _directed(campaign, search: Search, engine, options, trace, end: float, cloc
         say(f"directed search: every changed statement and branch outcome reached; varying the "
             f"{len(stream.reachers)} tests that reached them, {max(0.0, end - time.monotonic()):.0f} s")
     execute(campaign, stream, engine, options, trace_files=trace, until=end, hard_until=clock.hard,
-            watch=search.watch(), fingerprint=pair)
+            watch=search.watch(), fingerprint=pair, grace=STRAGGLER_SECONDS)
     said = stream.divergence_summary() if pair else None
     say(f"directed search: {len(stream.unreached)} left unreached after {stream.stats['mutants']} mutants"
         + (f", {stream.stats['new_values']} new values at changed statements" if stream.stats["new_values"] else "")
