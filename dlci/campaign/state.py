@@ -45,10 +45,10 @@ class Campaign:
     observed: dict[tuple[str, str], dict] = field(default_factory=dict)
     first_confirmed_at: float | None = None  # epoch seconds: when the first failure was confirmed
     confirmed_at: dict[str, float] = field(default_factory=dict)  # signature -> epoch seconds of its confirmation
-    # (target, operator) -> a few outcomes the target called unsupported (PR mode asks the base revision about them)
     # (instance id, target) failing on head that the divergence search saw pass on the base revision: a finding's
     # base re-runs take them first (its new part may be a few inputs among many that fail alike on both)
     passed_on_base: set[tuple[str, str]] = field(default_factory=set)
+    # (target, operator) -> a few outcomes the target called unsupported (PR mode asks the base revision about them)
     unsupported: dict[tuple[str, str], list[Outcome]] = field(default_factory=dict)
     # canonical operators in the order a PR touched them (most directly first): a finding whose failure spans
     # several operators is shown on the one the PR touched most directly

@@ -46,6 +46,8 @@ DEFAULT_BUDGET = 170.0  # a scan of a pull request ends within three minutes on 
 # a test still running this long after its phase ended is stopped without an outcome: a hang (a mutant TVM runs for
 # minutes) must not hold the search, the re-runs on base and the reproducers to its 120 s timeout
 STRAGGLER_SECONDS = 15.0
+
+
 @dataclass
 class ScanRequest:
     repo: Path
