@@ -449,38 +449,56 @@ def test_an_instance_base_fails_otherwise_is_changed_by_the_pr_never_new_nor_old
     assert len(attribution.fold([by["changed"], by["on_base"]])) == 2
 
 
+def _interpolate_crashes(shapes: dict):
+    """interpolate instances of the given input shapes, all crashing on head with one message (the torch 2.13 call
+    into a 2024 torchlib), and a crash finding over all of them: (instances, crash, finding_of)."""
+    from dlci.findings import Finding
+    from dlci.instance import Instance, Origin, TensorSpec
+    from dlci.outcome import CRASH, Outcome
+    target = "torch.onnx"
+    insts = {iid: Instance(op="aten::interpolate", framework="torch", call={"kind": "torch_fn", "fn": "f"},
+                           inputs=[TensorSpec(shape, "float32")], params={}, origin=Origin("opinfo", iid), id=iid)
+             for iid, shape in shapes.items()}
+
+    def crash(iid: str) -> Outcome:
+        return Outcome(iid, "aten::interpolate", target, CRASH, "convert", "ConversionError",
+                       "aten_arange() got an unexpected keyword argument 'device'")
+
+    def finding_of(campaign) -> Finding:
+        sig = campaign.signature(crash(next(iter(insts))))
+        campaign.failures[sig] = [crash(i) for i in insts]
+        return Finding(id="F001", oracle="crash", operator="aten::interpolate", target=target, target_version="",
+                       symptom="ConversionError", stage="convert", signature=sig, message="",
+                       instance_id=next(iter(insts)), origin={}, instances=sorted(insts),
+                       operators=["aten::interpolate"])
+    return insts, crash, finding_of
+
+
+def _passing_on_base_if(prefix: str, crash, ran: list):
+    """A stand-in for attribution's base run: the instances whose id starts with ``prefix`` pass, the rest crash."""
+    from dlci.outcome import PASS, Outcome
+
+    def on_base(jobs, *_args):
+        ran.extend(j.instance_id for j in jobs)
+        return {j.id: Outcome(j.instance_id, "aten::interpolate", "torch.onnx", PASS) if j.instance_id.startswith(prefix)
+                else crash(j.instance_id) for j in jobs}
+    return on_base
+
+
 def test_the_instances_of_another_input_rank_are_re_run_on_base_even_behind_many_smaller_ones(monkeypatch):
     """interpolate on 4-d inputs fails the same on both revisions; on 5-d inputs (upsample_trilinear3d, the function
     the PR removed) it fails on head only, with the same message. The 5-d instances are larger, so the smallest-first
     sample of the finding's instances never reached them: the input ranks are a form of their own, each re-run."""
     from dlci.campaign import Campaign, RunOptions
-    from dlci.findings import Finding, attribution as attribution_of
-    from dlci.instance import Instance, Origin, TensorSpec
-    from dlci.outcome import CRASH, PASS, Outcome
+    from dlci.findings import attribution as attribution_of
     from dlci.scan import attribution
     from dlci.targets import get
-    target = "torch.onnx"
-    shapes = {f"i{n}": [1, 2, 3, 3 + n] for n in range(20)} | {f"t{n}": [1, 2, 3, 4, 5 + n] for n in range(3)}
-    insts = {iid: Instance(op="aten::interpolate", framework="torch", call={"kind": "torch_fn", "fn": "f"},
-                           inputs=[TensorSpec(shape, "float32")], params={}, origin=Origin("opinfo", iid), id=iid)
-             for iid, shape in shapes.items()}
-    campaign = Campaign(instances=insts, targets={target: get(target)})
-
-    def crash(iid: str) -> Outcome:
-        return Outcome(iid, "aten::interpolate", target, CRASH, "convert", "ConversionError",
-                       "aten_arange() got an unexpected keyword argument 'device'")
-    sig = campaign.signature(crash("i0"))
-    campaign.failures[sig] = [crash(i) for i in insts]
-    f = Finding(id="F001", oracle="crash", operator="aten::interpolate", target=target, target_version="",
-                symptom="ConversionError", stage="convert", signature=sig, message="", instance_id="i0", origin={},
-                instances=sorted(insts), operators=["aten::interpolate"])
+    insts, crash, finding_of = _interpolate_crashes({f"i{n}": [1, 2, 3, 3 + n] for n in range(20)}
+                                                    | {f"t{n}": [1, 2, 3, 4, 5 + n] for n in range(3)})
+    campaign = Campaign(instances=insts, targets={"torch.onnx": get("torch.onnx")})
+    f = finding_of(campaign)
     ran = []
-
-    def on_base(jobs, *_args):  # the 5-d ones pass on base
-        ran.extend(j.instance_id for j in jobs)
-        return {j.id: Outcome(j.instance_id, "aten::interpolate", target, PASS) if j.instance_id.startswith("t")
-                else crash(j.instance_id) for j in jobs}
-    monkeypatch.setattr(attribution, "_run", on_base)
+    monkeypatch.setattr(attribution, "_run", _passing_on_base_if("t", crash, ran))  # the 5-d ones pass on base
     parts = attribution.attribute([f], campaign, RunOptions(out=Path("unused")), {}, time.monotonic() + 60)
     assert len(ran) <= attribution.BASE_RERUNS and any(i.startswith("t") for i in ran), ran
     by = {attribution_of(p): p for p in parts}
@@ -494,36 +512,19 @@ def test_what_the_divergence_search_saw_pass_on_base_is_re_run_there_first(monke
     head only (trilinear), and the smallest-first sample picks a nearest one. The divergence search paired the
     trilinear ones with base and saw them pass: the finding's base re-runs take those first, and its new part shows."""
     from dlci.campaign import Campaign, RunOptions
-    from dlci.findings import Finding, attribution as attribution_of
-    from dlci.instance import Instance, Origin, TensorSpec
-    from dlci.outcome import CRASH, PASS, Outcome
+    from dlci.findings import attribution as attribution_of
     from dlci.scan import attribution
     from dlci.targets import get
-    target = "torch.onnx"
-    shapes = {f"i{n}": [1, 2, 3, 3 + n] for n in range(20)} | {f"n{n}": [1, 2, 3, 4, 4 + n] for n in range(12)} \
-        | {f"t{n}": [1, 2, 3, 4, 20 + n] for n in range(2)}
-    insts = {iid: Instance(op="aten::interpolate", framework="torch", call={"kind": "torch_fn", "fn": "f"},
-                           inputs=[TensorSpec(shape, "float32")], params={}, origin=Origin("opinfo", iid), id=iid)
-             for iid, shape in shapes.items()}
-
-    def crash(iid: str) -> Outcome:
-        return Outcome(iid, "aten::interpolate", target, CRASH, "convert", "ConversionError",
-                       "aten_arange() got an unexpected keyword argument 'device'")
-
-    def on_base(jobs, *_args):  # the trilinear ones pass on base
-        return {j.id: Outcome(j.instance_id, "aten::interpolate", target, PASS) if j.instance_id.startswith("t")
-                else crash(j.instance_id) for j in jobs}
-    monkeypatch.setattr(attribution, "_run", on_base)
+    insts, crash, finding_of = _interpolate_crashes({f"i{n}": [1, 2, 3, 3 + n] for n in range(20)}
+                                                    | {f"n{n}": [1, 2, 3, 4, 4 + n] for n in range(12)}
+                                                    | {f"t{n}": [1, 2, 3, 4, 20 + n] for n in range(2)})
+    monkeypatch.setattr(attribution, "_run", _passing_on_base_if("t", crash, []))  # the trilinear ones pass on base
     kinds = {}
     for seen in (False, True):
-        campaign = Campaign(instances=insts, targets={target: get(target)})
-        sig = campaign.signature(crash("i0"))
-        campaign.failures[sig] = [crash(i) for i in insts]
+        campaign = Campaign(instances=insts, targets={"torch.onnx": get("torch.onnx")})
+        f = finding_of(campaign)
         if seen:
-            campaign.passed_on_base |= {("t0", target), ("t1", target)}
-        f = Finding(id="F001", oracle="crash", operator="aten::interpolate", target=target, target_version="",
-                    symptom="ConversionError", stage="convert", signature=sig, message="", instance_id="i0",
-                    origin={}, instances=sorted(insts), operators=["aten::interpolate"])
+            campaign.passed_on_base |= {("t0", "torch.onnx"), ("t1", "torch.onnx")}
         parts = attribution.attribute([f], campaign, RunOptions(out=Path("unused")), {}, time.monotonic() + 60)
         kinds[seen] = {attribution_of(p): p.instances for p in parts}
     assert kinds[False] == {"on_base": sorted(insts)}  # without the search's word, the trilinear ones hide
