@@ -574,3 +574,63 @@ def test_the_repository_tests_spend_the_budget_and_a_long_preparation_extends_it
     now[0] = 1062.0  # the same 62 s, 31 of them the repository's own tests: they were testing, within the budget
     seeded.testing_starts(tested=31.0)
     assert seeded.tests_until == 1000.0 + 0.6 * 170.0 and seeded.hard == 1170.0
+
+
+def test_tests_the_window_left_unrun_go_on_while_what_was_found_does_not_need_the_post_processing(monkeypatch):
+    """A cold start ate the testing window (onnx-conv-auto-pad: 72 s of preparation, 17 of 133 tests run, one
+    finding, the scan idle 48 s before its deadline): the tests left run on, stopping while what they find still has
+    its time; with many findings, or nothing left to run, they do not."""
+    from dlci import scan
+    from dlci.campaign import Campaign, Clock, RunOptions, stages
+    from dlci.instance import Instance, Origin, TensorSpec
+    from dlci.outcome import CRASH, PASS, Outcome
+    from dlci.targets import get
+    now = [1000.0]
+    monkeypatch.setattr(scan.time, "monotonic", lambda: now[0])
+    insts = {f"i{n}": Instance(op="aten::add", framework="torch", call={"kind": "torch_fn", "fn": "f"},
+                               inputs=[TensorSpec([2, n + 1], "float32")], params={}, origin=Origin("opinfo", "t"),
+                               id=f"i{n}") for n in range(10)}
+    target = "torch.onnx"
+    tests = stages.plan(list(insts.values()), {target: get(target)})
+    ran, failing = [], [""]
+
+    def execute(campaign, todo, engine, options, *, until, keep, **_traced):
+        for t in todo:  # one test a second; the one named ``failing[0]`` crashes
+            if now[0] >= until or not keep():
+                break
+            ran.append(t.instance.id)
+            bad = t.instance.id == failing[0]
+            out = Outcome(t.instance.id, "aten::add", target, CRASH if bad else PASS, "convert",
+                          "ValueError" if bad else "", "x")
+            campaign.record(out, None)
+            if out.status == CRASH:
+                campaign.confirm_state[campaign.signature(out)] = "confirmed"
+            now[0] += 1.0
+    monkeypatch.setattr(scan, "execute", execute)
+
+    def scanned(found: int, at: float, fails: str = ""):
+        failing[0] = fails
+        campaign = Campaign(instances=insts, targets={target: get(target)})
+        for t in tests[:4]:
+            campaign.tried.add((t.instance.id, t.target))
+        for n in range(found):
+            campaign.confirm_state[f"sig{n}"] = "confirmed"
+        ran.clear()
+        now[0] = 1000.0
+        clock = Clock(170.0)
+        now[0] = at
+        scan._overtime(campaign, tests, None, RunOptions(out=Path("unused")), clock, lambda _m: None, {})
+        return list(ran), campaign
+    # one finding at 105 s: 65 s left, 45 needed: the six tests left run
+    got, campaign = scanned(1, 1105.0)
+    assert got == ["i4", "i5", "i6", "i7", "i8", "i9"], got
+    assert campaign.extra_stats["overtime"] == {"tests_left": 6, "ran": 6}
+    # two findings at 100 s (60 s needed): i5 crashes, and three need the whole window: no test after it
+    assert scanned(2, 1100.0, fails="i5")[0] == ["i4", "i5"]
+    assert scanned(3, 1105.0)[0] == []  # three findings need the whole window
+    assert scanned(0, 1160.0)[0] == []  # too little left to start
+    campaign = Campaign(instances=insts, targets={target: get(target)})
+    campaign.tried |= {(t.instance.id, t.target) for t in tests}
+    now[0] = 1105.0
+    scan._overtime(campaign, tests, None, RunOptions(out=Path("unused")), Clock(170.0), lambda _m: None, {})
+    assert "overtime" not in campaign.extra_stats  # every test ran

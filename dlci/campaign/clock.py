@@ -31,6 +31,10 @@ class Clock:
             self.tests_until = floor
             self.hard = max(self.hard, floor + (1 - TEST_SHARE) * self.budget)
 
+    def post_window(self) -> float:
+        """The post-processing's regular share of the budget."""
+        return (1 - TEST_SHARE) * self.budget
+
     def post(self, fraction: float) -> float:
         """The moment ``fraction`` of the way through the post-processing window."""
         if self._post_start is None:

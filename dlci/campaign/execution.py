@@ -124,7 +124,7 @@ class Steered:
 def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: RunOptions, *,
             trace_files: tuple[str, ...] = (), until: float | None = None, hard_until: float | None = None,
             reaches_change: Callable[[dict], bool] | None = None, watch: tuple = (), fingerprint: bool = False,
-            grace: float | None = None) -> None:
+            grace: float | None = None, keep: Callable[[], bool] | None = None) -> None:
     """Run the tests until ``until`` (monotonic; default: the budget from now), streaming every outcome to
     results.jsonl; a failure is re-run once (another instance of its signature if that flakes) before it counts, its
     confirmation jumping the queue. Confirmations still owed then get a short grace, at most a quarter of what is
@@ -134,8 +134,9 @@ def execute(campaign: Campaign, tests: Sequence[Test], engine: Engine, options: 
     each test's converted model is fingerprinted (Outcome.model_digest). A source's ``twin`` tests run on the
     engine's twin workers (the other revision) and go back to the source alone (``observe_twin``), never into the
     campaign. ``grace``: a test still running that long after ``until`` is stopped without an outcome (Engine.run).
+    ``keep``: asked before each test is drawn; once it says no, no more are.
     """
-    run = _Execution(campaign, tests, options, trace_files, watch, reaches_change, fingerprint, hard_until)
+    run = _Execution(campaign, tests, options, trace_files, watch, reaches_change, fingerprint, hard_until, keep)
     started = time.monotonic()
     deadline = until if until is not None else started + (options.budget or 0.0)
     with open(options.out / "results.jsonl", "a", encoding="utf-8") as run.results:
@@ -157,8 +158,8 @@ class _Execution:
 
     def __init__(self, campaign: Campaign, tests: Sequence[Test], options: RunOptions, trace_files: tuple[str, ...],
                  watch: tuple, reaches_change: Callable[[dict], bool] | None, fingerprint: bool,
-                 hard_until: float | None):
-        self.campaign, self.tests, self.options = campaign, tests, options
+                 hard_until: float | None, keep: Callable[[], bool] | None = None):
+        self.campaign, self.tests, self.options, self.keep = campaign, tests, options, keep
         self.trace_files, self.watch, self.reaches_change = tuple(trace_files), tuple(watch), reaches_change
         self.fingerprint, self.hard_until = fingerprint, hard_until
         self.results = None  # results.jsonl, open while the engine runs
@@ -234,6 +235,8 @@ class _Execution:
                 campaign.ended_early = (f"testing ended early: the reproducers of the {len(campaign.confirm_state)}"
                                         f" failure signatures found need the rest of the budget")
                 options.progress(campaign.ended_early)
+                break
+            if self.keep is not None and not self.keep():
                 break
             yield from self.confirm_jobs()
             while self.retry:

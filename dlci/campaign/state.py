@@ -48,6 +48,7 @@ class Campaign:
     # (instance id, target) failing on head that the divergence search saw pass on the base revision: a finding's
     # base re-runs take them first (its new part may be a few inputs among many that fail alike on both)
     passed_on_base: set[tuple[str, str]] = field(default_factory=set)
+    tried: set[tuple[str, str]] = field(default_factory=set)  # (instance id, target) of every test with an outcome
     # (target, operator) -> a few outcomes the target called unsupported (PR mode asks the base revision about them)
     unsupported: dict[tuple[str, str], list[Outcome]] = field(default_factory=dict)
     # canonical operators in the order a PR touched them (most directly first): a finding whose failure spans
@@ -91,6 +92,7 @@ class Campaign:
         if confirming is not None:
             return self._confirmed(confirming, outcome)
         self.counts[outcome.target][outcome.status] += 1
+        self.tried.add((outcome.instance_id, outcome.target))
         if outcome.device:
             self.devices.setdefault(outcome.target, outcome.device)
         if outcome.device_note:
