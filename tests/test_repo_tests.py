@@ -518,8 +518,10 @@ def _run(pairs, env: dict, trace: tuple[str, ...], log_dir: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_tvm_repository_tests_seed_the_paths_operator_material_misses_and_the_oracle_catches_them(tmp_path):
+def test_tvm_repository_tests_seed_the_paths_operator_material_misses_and_the_oracle_catches_them(tmp_path,
+                                                                                                    monkeypatch):
     pytest.importorskip("tvm")
+    monkeypatch.setenv("DLCI_CACHE_DIR", str(tmp_path / "cache"))  # no earlier scan's word on the conftest.py
     from dlci.scan import coverage
     from dlci.scan.repo_tests import repo_test_seeds
     repo, base, head = build_repo(tmp_path / "repo", _tvm_layout, TVM_EDITS)
@@ -533,6 +535,10 @@ def test_tvm_repository_tests_seed_the_paths_operator_material_misses_and_the_or
     assert chosen == {"test_interpolate_scale_factor", "test_upsample_scale_per_dim", "test_reshape_of_a_shape"}
     # the repository's conftest.py errors every test in setup (another release's API): run again without it
     assert rt.setup_broken(report["pytest"]["with_conftest"]), report["pytest"]
+    # and the next scan of the same tests, with the same conftest.py files, goes without them at once
+    again: dict = {}
+    assert len(repo_test_seeds(head_co.path, analysis.touches, config, head_env, 120.0, report=again)) == len(seeds)
+    assert again["pytest"].get("conftest_known_broken") and "with_conftest" not in again["pytest"], again["pytest"]
     by_kind = {s.call["kind"]: s for s in seeds}
     assert set(by_kind) == {"torch_fx", "torch_exported", "onnx_model"}, [(s.op, s.call["kind"]) for s in seeds]
     fx, ep, onnx_seed = by_kind["torch_fx"], by_kind["torch_exported"], by_kind["onnx_model"]

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from dlci import cache
 from dlci.instance import Instance
 from dlci.sources import repo_tests as rt
 
@@ -73,12 +74,22 @@ def repo_test_seeds(repo_root: Path, touched: list, config, env: dict, budget_s:
             progress(f"repository tests: {len(chosen)} of {seen['tests_seen']} test functions in {len(files)} "
                      f"file(s) reach the touched operators; recording their models "
                      f"({max(0.0, deadline - time.monotonic()):.0f} s)")
+            mark = _conftest_mark(repo_root, chosen)
             with tempfile.TemporaryDirectory(prefix="dlci-repo-tests-") as td:
                 prefix = str(Path(td) / "records")
                 nodeids = [c.nodeid for c in chosen]
-                ran = rt.run_pytest(repo_root, nodeids, entries, env, _share_left(deadline, 1.0), prefix)
-                records, plugin = rt.read_records(prefix)
-                if not records and rt.setup_broken(ran) and time.monotonic() < deadline - 5:
+                if cache.find(mark) is not None:  # these conftest.py files broke every test here before
+                    progress("repository tests: without the repository's conftest.py files (they broke every "
+                             "chosen test in an earlier scan)")
+                    ran = rt.run_pytest(repo_root, nodeids, entries, env, _share_left(deadline, 1.0), prefix,
+                                        conftest=False)
+                    ran["conftest_known_broken"] = True
+                    records, plugin = rt.read_records(prefix)
+                else:
+                    ran = rt.run_pytest(repo_root, nodeids, entries, env, _share_left(deadline, 1.0), prefix)
+                    records, plugin = rt.read_records(prefix)
+                if not records and rt.setup_broken(ran) and not ran.get("conftest_known_broken") and \
+                        time.monotonic() < deadline - 5:
                     # the tests' own fixtures are not needed to build their models: again without conftest.py
                     progress("repository tests: every chosen test errored before its model was recorded; "
                              "again without the repository's conftest.py files")
@@ -87,6 +98,9 @@ def repo_test_seeds(repo_root: Path, touched: list, config, env: dict, budget_s:
                                                     prefix, conftest=False)
                     ran["with_conftest"] = first
                     records, plugin = rt.read_records(prefix)
+                    if records:  # the next scan of this repository goes without them at once
+                        (cache.root() / mark).parent.mkdir(parents=True, exist_ok=True)
+                        (cache.root() / mark).write_text(str(first.get("tail", ""))[-2000:] or "setup errors\n")
             insts, dropped = rt.record_instances(records, wanted, {c.nodeid: c for c in chosen})
             out["pytest"] = {**ran, "records": len(records), "kept": len(insts), "dropped": dropped,
                              "plugin_skipped": (plugin or {}).get("skipped", {})}
@@ -98,6 +112,22 @@ def repo_test_seeds(repo_root: Path, touched: list, config, env: dict, budget_s:
         progress(f"repository tests: {len(seeds)} seed instance(s) of {', '.join(out['operators']) or '-'} "
                  f"({out['seconds']:.0f} s)")
     return seeds
+
+
+def _conftest_mark(repo_root: Path, chosen: list) -> str:
+    """The cache entry saying that the conftest.py files pytest loads for the chosen tests (every one from the
+    repository's root down to each test's folder, by path and content) broke them all in this environment."""
+    import hashlib
+    import sys
+    h = hashlib.sha1(sys.version.encode())
+    for folder in sorted({(repo_root / c.nodeid.split("::", 1)[0]).parent for c in chosen}):
+        for up in [folder, *folder.parents]:
+            conftest = up / "conftest.py"
+            if conftest.is_file():
+                h.update(str(conftest.relative_to(repo_root)).encode() + b"\0" + conftest.read_bytes())
+            if up == repo_root:
+                break
+    return f"repo-tests/conftest-broken-{h.hexdigest()[:16]}"
 
 
 def _share_left(deadline: float, share: float) -> float:
