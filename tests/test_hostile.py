@@ -268,7 +268,7 @@ def test_a_pull_request_hunting_for_the_token_finds_nothing_and_cannot_set_its_o
     # as root without a dlci-sandbox user, Python under a private folder (/root here), and the step's shell holding
     # the token (the entrypoint's parent)
     code, log, outputs, summary = run_action(tmp_path / "run", fake, pr_event(base, head),
-                                             {"token": token, "repo-path": str(repo), "budget": "60",
+                                             {"token": token, "repo-path": str(repo), "budget": "100",
                                               "out": "dlci-out"}, cwd=repo, shell=True)
     # the base's policy decided: the bug is new in the PR, not "known", on the targets the diff reaches
     assert code == 1, log[-4000:]

@@ -127,7 +127,7 @@ def test_bad_input_is_a_usage_error(tmp_path, capsys):
 def test_a_new_failure_is_never_folded_into_an_old_one(tmp_path):
     """The sample swaps avg_pool2d's ceil_mode and count_include_pad, while the base revision already gets
     avg_pool2d wrong the same way (value mismatch) on other instances: the new failures are reported new, apart."""
-    code, doc = scan(tmp_path, "--sample", "tvm-avgpool-arg-order", "--budget", "60", "--fuzz-share", "0")
+    code, doc = scan(tmp_path, "--sample", "tvm-avgpool-arg-order", "--budget", "100", "--fuzz-share", "0")
     assert code == EXIT_FINDINGS
     pool = [f for f in doc["findings"] if f["operator"] in ("aten::avg_pool2d", "nn::AvgPool2d")]
     new = [f for f in pool if f["new_in_pr"] is True and f["oracle"] == "inconsistency"]
