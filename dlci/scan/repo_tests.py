@@ -11,6 +11,8 @@ for it.
 """
 from __future__ import annotations
 
+import hashlib
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -117,8 +119,6 @@ def repo_test_seeds(repo_root: Path, touched: list, config, env: dict, budget_s:
 def _conftest_mark(repo_root: Path, chosen: list) -> str:
     """The cache entry saying that the conftest.py files pytest loads for the chosen tests (every one from the
     repository's root down to each test's folder, by path and content) broke them all in this environment."""
-    import hashlib
-    import sys
     h = hashlib.sha1(sys.version.encode())
     for folder in sorted({(repo_root / c.nodeid.split("::", 1)[0]).parent for c in chosen}):
         for up in [folder, *folder.parents]:
