@@ -94,7 +94,7 @@ def first_scan(sample, tmp_path_factory):
     fake.add_repo(REPO)
     fake.add_pull(REPO, PR, head_sha=head, base_sha=base, head_repo=REPO)
     code, log, outputs, summary = run_action(tmp, fake, pr_event(base, head),
-                                             {"token": "ghs_app", "repo-path": str(repo), "budget": "100",
+                                             {"token": "ghs_app", "repo-path": str(repo), "budget": "150",
                                               "out": str(tmp / "out")})
     yield {"fake": fake, "tmp": tmp, "code": code, "log": log, "outputs": outputs, "summary": summary,
            "base": base, "head": head, "repo": repo}
