@@ -432,3 +432,20 @@ def test_graph_failures_an_operators_new_failure_explains_are_folded_into_it():
     assert "it also breaks 2 generated graph(s) it is part of, which fail there and pass on base: " \
         "2× ValueError at convert" in render_markdown(d)
 
+
+
+def test_what_the_fuzz_share_met_on_base_too_is_one_line_per_operator_and_target():
+    """onnx-cumsum-reverse's scan met three failures of onnx::Resize the base shows the same way: the report named
+    the operator three times; it names it once, with the symptoms and how many signatures."""
+    from dlci.report import render_markdown
+    resize = {"operator": "onnx::Resize", "target": "tvm.from_onnx"}
+    doc = {"stats": {"tests_run": 3, "tests_valid": 3, "seconds": 1.0}, "findings": [],
+           "pr": {"base": "a" * 40, "head": "b" * 40,
+                  "fuzz": {"share": 0.3, "targets": ["tvm.from_onnx"], "why": "networks around CumSum"},
+                  "fuzz_already_on_base": [{**resize, "symptom": "ValueError"}, {**resize, "symptom": "shape mismatch"},
+                                           {**resize, "symptom": "ValueError"},
+                                           {"operator": "onnx::Pow", "target": "tvm.from_onnx", "symptom": "TypeError"}]}}
+    line = next(x for x in render_markdown(doc).splitlines() if x.startswith("It also met"))
+    assert line.endswith("(not the PR's, not listed): `onnx::Resize` on tvm.from_onnx (ValueError, shape mismatch; "
+                         "3 signatures), `onnx::Pow` on tvm.from_onnx (TypeError).")
+    assert line.startswith("It also met 4 failure(s)")

@@ -253,9 +253,14 @@ def _pr_section(pr: dict, findings: list) -> list[str]:
         lines += [f"Graph fuzzing share ({fz['share']:.0%} of the testing budget, "
                   f"{', '.join(P(x, 100) for x in fz['targets'])}): {P(fz['why'])}."]
         if pr.get("fuzz_already_on_base"):
+            met: dict = {}  # (operator, target) -> the symptoms, one line per pair however many signatures
+            for f in pr["fuzz_already_on_base"]:
+                met.setdefault((f.get("operator"), f.get("target")), []).append(f.get("symptom") or "?")
             lines += [f"It also met {len(pr['fuzz_already_on_base'])} failure(s) the base revision shows the same "
-                      "way (not the PR's, not listed): " + ", ".join(f"{C(f['operator'])} on {P(f['target'], 100)}"
-                                                                     for f in pr["fuzz_already_on_base"][:10]) + "."]
+                      "way (not the PR's, not listed): " + ", ".join(
+                          f"{C(op)} on {P(target, 100)} ({', '.join(P(x, 60) for x in dict.fromkeys(symptoms))}"
+                          + (f"; {len(symptoms)} signatures)" if len(symptoms) > 1 else ")")
+                          for (op, target), symptoms in list(met.items())[:10]) + "."]
         lines.append("")
     if pr.get("graph_level"):
         lines += ["Graph-level code changed (tested with generated multi-operator graphs):", ""]
