@@ -542,3 +542,38 @@ def test_an_attribute_the_revisions_graphs_differ_in_draws_the_mutations_that_ma
 
     without, with_words = draws(False), draws(True)
     assert with_words >= 2 * without + 4, (without, with_words)  # 14 of 40 against 4 here
+
+
+def test_a_graph_difference_is_said_by_what_differs_not_cut_at_a_width():
+    """Head and base nodes of one operator share most of their text (onnxscript-refactor-upsample-2d: two Resize
+    lines alike for 150 characters, base's ending in nearest_mode='floor'): the report says the attribute, or both
+    lines from where they part, and a node only one side has whole."""
+    from dlci.directed import divergence
+    from dlci.report import _directed_lines
+    resize = "Resize(float16[2,3,4,4],-,-,int64[4]=[2 3 3 3])->float16[2,3,3,3] {coordinate_transformation_mode=" \
+             "'pytorch_half_pixel' mode='cubic'"
+    head, base = (resize + "}",), (resize + " nearest_mode='floor'}",)
+    assert divergence.describe_delta(head, base) == ["Resize: nearest_mode head unset, base 'floor'"]
+    reshape = "Reshape(float32[2,6,4],int64[4]=[2 2 3 4])->float32[2,2,3,4]"
+    assert divergence.describe_delta((reshape + " {allowzero=1}",), (reshape,)) == \
+        ["Reshape: allowzero head 1, base unset"]
+    pool = "R.nn.max_pool2d(%, pool_size=[2, 2], ceil_mode={}) -> R.Tensor((1, 1, {n}, {n}), dtype=\"float32\")"
+    said = divergence.describe_delta((pool.format("True", n=3),), (pool.format("False", n=2),
+                                                                    "Cast(float32[2])->int64[2] {to=7}"))
+    assert said[0] == "base only: Cast(float32[2])->int64[2] {to=7}"
+    # more than an attribute differs (the output's shape): both lines from where they part, the common start elided
+    assert said[1].startswith("R.nn.max_pool2d: head R.nn.max_pool2d(…") and "ceil_mode=True) -> R.Tensor((1, 1, 3, 3)" \
+        in said[1] and "; base R.nn.max_pool2d(…" in said[1] and "ceil_mode=False) -> R.Tensor((1, 1, 2, 2)" in said[1]
+    pr = {"directed": {"goals": 2, "reached": 2, "statements": 1, "statements_reached": 1,
+                       "search": {"divergence": {"graph_changes": [
+                           {"target": "torch.onnx", "inputs": 6, "head_only": list(head), "base_only": list(base),
+                            "instance": "aten-interpolate-b38d4c49b3",
+                            "differences": divergence.describe_delta(head, base)}]}}}}
+    # another kind of difference that reads the same (other coordinate_transformation_mode on both sides): one line
+    aligned = tuple(line.replace("pytorch_half_pixel", "align_corners") for line in head + base)
+    pr["directed"]["search"]["divergence"]["graph_changes"].append(
+        {"target": "torch.onnx", "inputs": 3, "head_only": [aligned[0]], "base_only": [aligned[1]],
+         "instance": "aten-interpolate-3e4b6a8dd6", "differences": divergence.describe_delta(aligned[:1], aligned[1:])})
+    lines = [line for line in _directed_lines(pr) if line.startswith("- ")]
+    assert lines == ["- `torch.onnx`, 9 input(s), e.g. `aten-interpolate-b38d4c49b3`: "
+                     "`Resize: nearest_mode head unset, base 'floor'`"]

@@ -74,21 +74,54 @@ _NODE = re.compile(r"^(?:[\w.]+: )?(?P<op>[\w.:]+)")
 _ATTR = re.compile(r"(?<![\w.\]])(?P<name>[A-Za-z_]\w*)=(?P<value>\[[^\]]*\]|\([^)]*\)|'[^']*'|\"[^\"]*\"|[^\s,(){}]+)")
 
 
+def _by_op(lines) -> dict[str, list[tuple[str, dict[str, str]]]]:
+    """Node lines per operator, each with its attributes (name -> value as written)."""
+    out: dict[str, list[tuple[str, dict[str, str]]]] = {}
+    for line in lines:
+        m = _NODE.match(line)
+        if m:
+            out.setdefault(m.group("op"), []).append((line, {a["name"]: a["value"] for a in _ATTR.finditer(line)}))
+    return out
+
+
 def delta_words(delta: tuple[tuple[str, ...], tuple[str, ...]]) -> set[str]:
     """What a node difference is about, as words the mutations' reads can name: the attributes an operator has with
     other values on one side than on the other (``allowzero``, ``ceil_mode``: the change acts on inputs where that
     attribute matters, an empty dim, an odd size), and the operators only one side emits."""
-    def parse(lines) -> dict[str, list[dict[str, str]]]:
-        out: dict[str, list[dict[str, str]]] = {}
-        for line in lines:
-            m = _NODE.match(line)
-            if m:
-                out.setdefault(m.group("op"), []).append({a["name"]: a["value"] for a in _ATTR.finditer(line)})
-        return out
-    head, base = parse(delta[0]), parse(delta[1])
+    head, base = _by_op(delta[0]), _by_op(delta[1])
     words = set(head) ^ set(base)
     for op in set(head) & set(base):
-        for h in head[op]:
-            for b in base[op]:
+        for _, h in head[op]:
+            for _, b in base[op]:
                 words |= {k for k in set(h) | set(b) if h.get(k) != b.get(k)}
     return {w.rsplit("::", 1)[-1].rsplit(".", 1)[-1] for w in words}
+
+
+def _bare(line: str) -> str:
+    """A node line without its attributes (and the braces, commas and spaces around them)."""
+    return re.sub(r"[\s{},]", "", _ATTR.sub("", line))
+
+
+def describe_delta(head_only, base_only, width: int = 90) -> list[str]:
+    """A node difference as a reader wants it: a node of one operator on both sides said once, with the attributes
+    whose values differ (``nearest_mode: head unset, base 'floor'``) or, where more than attributes differ, both
+    lines from where they part; a node only one side has, whole. Two node lines of a graph usually share most of
+    their text, and a line cut at a fixed width hides the difference."""
+    head, base = _by_op(head_only), _by_op(base_only)
+    out = []
+    for op in sorted(set(head) | set(base)):
+        hs, bs = head.get(op, []), base.get(op, [])
+        for (h_line, h), (b_line, b) in zip(hs, bs):
+            if _bare(h_line) == _bare(b_line):  # the same node but for attributes
+                changed = sorted(k for k in set(h) | set(b) if h.get(k) != b.get(k))
+                out.append(f"{op}: " + ", ".join(f"{k} head {h.get(k, 'unset')}, base {b.get(k, 'unset')}"
+                                                 for k in changed))
+                continue
+            at = next((i for i, (x, y) in enumerate(zip(h_line, b_line)) if x != y), min(len(h_line), len(b_line)))
+            start = 0 if at <= 40 else max(h_line.rfind(" ", 0, at - 12), h_line.rfind(",", 0, at - 12)) + 1
+            cut = (lambda line: (f"{op}(…{line[start:start + width]}" if start else line[:width])
+                   + ("…" if len(line) > start + width else ""))
+            out.append(f"{op}: head {cut(h_line)}; base {cut(b_line)}")
+        out += [f"head only: {line[:width]}{'…' if len(line) > width else ''}" for line, _ in hs[len(bs):]]
+        out += [f"base only: {line[:width]}{'…' if len(line) > width else ''}" for line, _ in bs[len(hs):]]
+    return out

@@ -504,7 +504,8 @@ class DirectedStream:
                 "diverging_mutations": dict(self.diverging.most_common()), "fixed": len(self.fixed),
                 "graph_words": sorted(self.graph_words),
                 "graph_changes": [{"target": target, "inputs": n, "head_only": list(delta[0][:8]),
-                                   "base_only": list(delta[1][:8]), "instance": iid}
+                                   "base_only": list(delta[1][:8]), "instance": iid,
+                                   "differences": divergence.describe_delta(delta[0], delta[1])[:8]}
                                   for (target, _), (n, delta, iid) in sorted(
                                       self.graph_changes.items(), key=lambda kv: -kv[1][0])[:MAX_GRAPH_CHANGES]]}
 

@@ -140,13 +140,13 @@ def _directed_lines(pr: dict) -> list[str]:
     if search.get("reaching_mutation"):
         lines += ["", "Reached by mutation: " + "; ".join(
             f"{P(goal, 200)} ({C(m, 60)})" for goal, m in list(search["reaching_mutation"].items())[:10]) + "."]
-    changes = (search.get("divergence") or {}).get("graph_changes") or []
+    changes = _fold_said_alike((search.get("divergence") or {}).get("graph_changes") or [])
     if changes:  # where the change acts: the nodes head and base emit differently for the same input
-        lines += ["", "Where head and base convert the same input to different graphs (nodes only one of them has):",
-                  ""]
-        lines += [f"- {C(c['target'], 60)}, {P(c['inputs'], 20)} input(s), e.g. {C(c['instance'], 80)}: head "
-                  + (", ".join(C(x, 120) for x in c["head_only"][:4]) or "nothing more") + "; base "
-                  + (", ".join(C(x, 120) for x in c["base_only"][:4]) or "nothing more") for c in changes]
+        lines += ["", "Where head and base convert the same input to different graphs (the nodes that differ):", ""]
+        lines += [f"- {C(c['target'], 60)}, {P(c['inputs'], 20)} input(s), e.g. {C(c['instance'], 80)}: "
+                  + ("; ".join(C(x, 240) for x in c["differences"][:4]) if c.get("differences") else
+                     "head " + (", ".join(C(x, 120) for x in c["head_only"][:4]) or "nothing more") + "; base "
+                     + (", ".join(C(x, 120) for x in c["base_only"][:4]) or "nothing more")) for c in changes]
     if d.get("unreached"):
         lines += ["", f"**Test gap** — {P(len(d['unreached']), 20)} goal(s) neither the tests nor the directed search "
                   "reached:", "", "| not reached | condition | closest test | distance | test to complete |", "|---|---|---|---|---|"]
@@ -173,6 +173,19 @@ def _directed_lines(pr: dict) -> list[str]:
                       + (f" and {P(len(g['values']) - 12, 20)} more" if len(g["values"]) > 12 else "")
                       for g in valued[:10]]
     return lines + [""]
+
+
+def _fold_said_alike(changes: list) -> list:
+    """Kinds of graph difference that read the same (the same attribute set otherwise, at other attribute values
+    the difference leaves alone) as one line, their inputs added up."""
+    folded: dict = {}
+    for c in changes:
+        key = (c.get("target"), tuple(c["differences"])) if c.get("differences") else id(c)
+        if key in folded:
+            folded[key] = {**folded[key], "inputs": folded[key]["inputs"] + c["inputs"]}
+        else:
+            folded[key] = c
+    return list(folded.values())
 
 
 def _fixed_lines(pr: dict) -> list[str]:
