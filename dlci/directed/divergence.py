@@ -104,7 +104,7 @@ def _bare(line: str) -> str:
 
 def describe_delta(head_only, base_only, width: int = 90) -> list[str]:
     """A node difference as a reader wants it: a node of one operator on both sides said once, with the attributes
-    whose values differ (``nearest_mode: head unset, base 'floor'``) or, where more than attributes differ, both
+    whose values differ (``Resize: nearest_mode head unset, base 'floor'``) or, where more than attributes differ, both
     lines from where they part; a node only one side has, whole. Two node lines of a graph usually share most of
     their text, and a line cut at a fixed width hides the difference."""
     head, base = _by_op(head_only), _by_op(base_only)
@@ -112,8 +112,8 @@ def describe_delta(head_only, base_only, width: int = 90) -> list[str]:
     for op in sorted(set(head) | set(base)):
         hs, bs = head.get(op, []), base.get(op, [])
         for (h_line, h), (b_line, b) in zip(hs, bs):
-            if _bare(h_line) == _bare(b_line):  # the same node but for attributes
-                changed = sorted(k for k in set(h) | set(b) if h.get(k) != b.get(k))
+            changed = sorted(k for k in set(h) | set(b) if h.get(k) != b.get(k))
+            if changed and _bare(h_line) == _bare(b_line):  # the same node but for attributes
                 out.append(f"{op}: " + ", ".join(f"{k} head {h.get(k, 'unset')}, base {b.get(k, 'unset')}"
                                                  for k in changed))
                 continue
