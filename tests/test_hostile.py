@@ -511,7 +511,7 @@ def test_report_mode_renders_what_intake_read_and_replaces_committed_links(tmp_p
     assert not any(p.is_symlink() for p in out.rglob("*"))
 
 
-@pytest.mark.parametrize("how", ["deep", "newline", "hardlink"])
+@pytest.mark.parametrize("how", ["deep", "newline", "hardlink", "retyped"])
 def test_malformed_results_exit_2_with_the_file_named(tmp_path, fake, how):
     head = "f" * 40
     fake.add_pull(REPO, PR, head_sha=head, base_sha="a" * 40, head_repo="forker/tvm")
@@ -519,6 +519,10 @@ def test_malformed_results_exit_2_with_the_file_named(tmp_path, fake, how):
     art = _artifact(shards, head, **({"repro": "repro/F001_tvm_from_fx_elu.py\n"} if how == "newline" else {}))
     if how == "deep":
         (art / "findings.json").write_text("[" * 100_000 + "]" * 100_000)
+    elif how == "retyped":  # a field the job summary reads, of a type dlci never writes
+        doc = _every_section(head)
+        doc["pr"]["directed"]["search"]["divergence"]["graph_changes"][0]["differences"] = 5
+        (art / "findings.json").write_text(json.dumps(doc))
     elif how == "hardlink":
         outside = tmp_path / "runner-secret"
         outside.write_text("RUNNER_SECRET")
@@ -637,3 +641,133 @@ def test_the_scans_uid_sees_the_system_python_and_dlci_but_none_of_the_runners_f
         assert marker not in proc.stdout and "42" in proc.stdout, proc.stdout
     finally:
         in_home.unlink(missing_ok=True)
+
+
+def _every_section(head: str = "f" * 40) -> dict:
+    """A findings.json with every section and field the renderers read (report.md, the comment, the annotations)."""
+    goal = {"file": "python/tvm/relax/frontend/onnx/onnx_frontend.py", "line": 120, "kind": "statement",
+            "function": "Resize._impl", "condition": "", "outcome": "", "span": [120, 120], "tests": 4,
+            "failing": 0, "values": ["(1, 3, 4, 4)", "None"],
+            "closest": {"test": "test_resize_nearest", "target": "tvm.from_onnx"}, "distance": 2.5,
+            "skeleton": "def test_resize(): ..."}
+    branch = {**goal, "kind": "branch", "line": -1, "span": [118, 118], "condition": "if mode == 'nearest'",
+              "outcome": "false"}
+    on_base = _finding("", id="F002", new_in_pr=False, base={"status": "crash", "symptom": "crash", "changed": True},
+                       graph={"node_types": ["Shape", "Resize"], "node": "n1", "localised_to": "onnx::Resize",
+                              "multi_operator": True, "multi_operator_only": True, "operators": 2,
+                              "cut_after": {"wrong": "n1"}, "each_operator_alone": {"0:Shape": "pass"},
+                              "trace": {"used": True, "first_divergent": "1:Resize"},
+                              "parameters_that_matter": ["scales"], "share": {"share": 0.8, "how": "reset"}},
+                       oracle="inconsistency", reduction={"changed": True, "confirmed": True,
+                                                          "before": {"operators": 11, "elements": 90},
+                                                          "after": {"operators": 1, "elements": 4},
+                                                          "params_that_matter": ["scales"]},
+                       rule={"name": "r", "category_title": "c", "summary": "s", "graph_a": "a", "graph_b": "b"},
+                       introduced_by={"report": "abc1234 a subject"}, since={"report": "onnx 1.17"},
+                       extra={"explains_graph_findings": [{"symptom": "crash", "stage": "run", "instance": "g1"}]},
+                       known={"link": "https://example.invalid/1", "note": "n"},
+                       against={"status": "crash", "symptom": "s", "package": "onnx", "version": "1.16",
+                                "changed": True, "reproducer": {"verdict": "bad", "command": "python F002.py"}},
+                       new_in_release=False)
+    return {
+        "version": 1, "findings": [_finding("repro/F001_tvm_from_fx_elu.py"), on_base],
+        "stats": {"tests_run": 3, "tests_valid": 3, "seconds": 1.0, "operators": 2, "instances": 3,
+                  "interrupted": False, "flaky": [{"signature": "s1"}],
+                  "unreproduced": [{"signature": "s2", "not_reproduced_because": "why"}],
+                  "per_target": {"tvm.from_fx": {"pass": 2, "unsupported": 1, "invalid": 0, "crash": 1,
+                                                 "inconsistency": 0}},
+                  "targets_not_on_runner": {"tvm.cuda": "no GPU"}, "devices": {"tvm.cuda": "cpu"},
+                  "device_notes": {"tvm.cuda": "n"}, "not_reproduced_in_budget": ["F003"],
+                  "fuzz": {"coverage": {"OTC": 0.5, "OLC": 0.25}, "networks": {"kept": 3}, "strategy": {"strategy": "mcts"},
+                           "corpus": {"blocks": 4}, "timeline": [{"t": float(t), "OLC": t / 10} for t in range(4)]},
+                  "evolve": {"strategy": "ga", "first_failure_seconds": 3.0,
+                             "seeds": [{"seed": "m.py", "genes": 2, "gene_elements": 8, "candidates": 5,
+                                        "best_fitness": 0.5, "found": {"tvm.from_fx": {
+                                            "candidate": 3, "seconds": 2.0, "operator": "aten::elu"}}}]}},
+        "against": {"line": "onnx 1.17 against 1.16", "package": "onnx", "installed": "1.17", "version": "1.16",
+                    "delta": ["onnx==1.16"]},
+        "pr": {"base": "a" * 40, "head": head, "operators": ["elu"], "profiles": ["tvm"],
+               "policy_changed": ["fail_on"], "test_gap": "a gap", "out": "dlci-out",
+               "nothing_to_test": "nothing", "targets_not_installed": ["openvino.onnx"],
+               "operators_without_material": ["aten::new_op"],
+               "touched": [{"operator": "elu.default", "namespace": "aten", "converter": "self._elu",
+                            "file": "python/tvm/relax/frontend/torch/base_fx_graph_translator.py", "line": 466,
+                            "why": "changed", "targets": ["tvm.from_fx"], "profile": "tvm"}],
+               "coverage": {"changed_statements": 3, "reached_statements": 1, "instances_reaching": 2,
+                            "unreached": [{"file": "a.py", "line": 3, "region": "f"}]},
+               "directed": {"goals": 4, "reached": 2, "statements": 3, "statements_reached": 1,
+                            "search": {"reached_by_search": 1, "mutants": 9, "seconds": 3.5,
+                                       "reaching_mutation": {"a.py:3": "size_0"},
+                                       "divergence": {"graph_changes": [
+                                           {"target": "torch.onnx", "inputs": 2, "instance": "i1",
+                                            "head_only": ["Resize(x)"], "base_only": ["Resize(x) mode='floor'"],
+                                            "differences": ["Resize: mode head unset, base 'floor'"]},
+                                           {"target": "torch.onnx", "inputs": 1, "instance": "i2",
+                                            "head_only": ["Cast(x)"], "base_only": []}]}},
+                            "unreached": [goal, branch], "reached_goals": [goal, branch]},
+               "bisect": {"asked": ["commits"], "seconds": 3.0, "budget_s": 60.0, "lines": ["l1"], "error": "e"},
+               "fixed": [{"operator": "aten::elu", "target": "tvm.from_fx", "status_on_base": "crash",
+                          "symptom": "crash", "instance": "i9", "instances": ["i9"], "test": "test_elu"}],
+               "still_failing": [{"operator": "aten::elu", "target": "tvm.from_fx", "symptom": "crash"}],
+               "fuzz": {"share": 0.2, "targets": ["tvm.from_onnx"], "why": "graph code changed"},
+               "fuzz_already_on_base": [{"operator": "onnx::Resize", "target": "tvm.from_onnx", "symptom": "crash"}],
+               "graph_level": [{"file": "b.py", "line": 4, "why": "w"}],
+               "unmapped": [{"file": "c.py", "line": 5, "region": "r", "why": "w"}],
+               "head_run": ["git checkout f", "PYTHONPATH=python"]}}
+
+
+def _renders(doc: dict) -> None:
+    """Everything the action renders from an adopted document: report.md, the comment, the check run."""
+    from dlci.github import api, comment
+    from dlci.report import render_markdown
+    render_markdown(doc)
+    comment.render(doc, {})
+    comment.verdict_line(doc)
+    api.annotations(doc)
+
+
+def _places(value, path=()):
+    yield path
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _places(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _places(v, (*path, i))
+
+
+_GONE = object()
+_RETYPED = (_GONE, None, 2.5, "x", [], ["x", 1], {"a": 1})  # an empty list: a span, a head_run to unpack
+
+
+def test_every_field_a_renderer_reads_is_checked_before_it_is_read():
+    """A results folder written under the scan's user (or a fork's artifact) with any one field of a full document
+    swapped for another type, or removed, is refused by intake (exit 2, the field named) or renders as it is: it
+    never breaks the report, the job summary or the comment after intake passed it."""
+    import copy
+    from dlci.report import intake
+    from dlci.report.document import Report, ReportError
+    full = _every_section()
+    _renders(Report.from_dict(intake.parse(json.dumps(full).encode(), "findings.json")).to_dict())
+    broke = []
+    for path in list(_places(full))[1:]:
+        for value in _RETYPED:
+            doc = copy.deepcopy(full)
+            parent = doc
+            for key in path[:-1]:
+                parent = parent[key]
+            if value is _GONE:
+                del parent[path[-1]]
+            else:
+                parent[path[-1]] = value
+            try:
+                adopted = Report.from_dict(intake.parse(json.dumps(doc).encode(), "findings.json")).to_dict()
+            except ReportError as e:  # IntakeError is one: what the action says, exit 2
+                assert "findings.json" in str(e)
+                continue
+            try:
+                _renders(adopted)
+            except Exception as e:  # noqa: BLE001 - any exception is the failure this test looks for
+                broke.append(f"{'/'.join(map(str, path))} = {value if value is not _GONE else '(removed)'!r}: "
+                             f"{type(e).__name__}: {e}")
+    assert not broke, "\n".join(broke[:40]) + f"\n({len(broke)} in all)"

@@ -50,6 +50,11 @@ def _s(n: int) -> dict:
 
 
 def _opt(schema: dict) -> dict:
+    """``schema`` or null. Null joins the schema's own types where it has them (every other keyword holds for null
+    vacuously): an anyOf would validate each such field twice."""
+    if "type" in schema:
+        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        return {**schema, "type": [*types, "null"]}
     return {"anyOf": [{"type": "null"}, schema]}
 
 
@@ -58,33 +63,129 @@ _BOOL_OR_NULL = {"type": ["boolean", "null"]}
 _OBJ = {"type": "object", "maxProperties": 500}
 _NAMES = {"type": "array", "maxItems": 10_000, "items": _NAME}
 
-FINDING = {
-    "type": "object",
-    "required": ["id", "oracle", "operator", "target", "symptom", "signature"],
-    "properties": {
-        "id": {"type": "string", "pattern": r"^[A-Za-z0-9_.-]{1,40}\Z"},
-        "oracle": _NAME, "operator": _NAME, "target": _NAME, "target_version": _opt(_NAME), "symptom": _TEXT,
-        "stage": _opt(_NAME), "signature": _TEXT, "message": _LONG, "traceback": _LONG, "log": _LONG,
-        "instance_id": _NAME, "origin": _opt(_OBJ), "distance": _opt(_OBJ),
-        "instances": _NAMES, "operators": _NAMES, "also_in": _NAMES,
-        "new_in_pr": _BOOL_OR_NULL, "reaches_change": _BOOL_OR_NULL, "confirmed": _BOOL_OR_NULL,
-        "repro_checked": _BOOL_OR_NULL, "repro_passes_on_base": _BOOL_OR_NULL, "test_style_checked": _BOOL_OR_NULL,
-        "new_in_release": _BOOL_OR_NULL,
-        "base": _opt(_OBJ), "introduced_by": _opt(_OBJ), "since": _opt(_OBJ), "against": _opt(_OBJ),
-        "reduction": _opt(_OBJ), "rule": _opt(_OBJ),
-        "known": _opt({"type": "object", "properties": {"link": _opt(_TEXT), "note": _opt(_TEXT)}}),
-        "repro": {"anyOf": [{"const": ""}, {"type": "string", "pattern": REPRO_PATH}]},
-        "test_style_repro": {"anyOf": [{"const": ""}, {"type": "string", "pattern": TEST_STYLE_PATH}]},
-        "test_style": _NAME,
-        "runners": {"type": "array", "maxItems": 100, "items": {"type": "string", "pattern": KIND}},
-    },
-}
+# What the renderers read (report.md, the comment, the check run's annotations) is typed here down to each field
+# they index, format as a number or iterate: a document that passes is one they render (tests/test_hostile.py swaps
+# every field of a full document for values of other types to hold this). Other keys pass as they are: nothing
+# reads them.
+_INT, _NUM = {"type": "integer", "minimum": 0}, {"type": "number", "minimum": 0}
+_SCALAR = {"type": ["string", "number", "boolean", "null"], "maxLength": 20_000}
+_TEXTS = {"type": "array", "maxItems": 10_000, "items": _TEXT}
 
-_COUNTS = {"type": "object", "maxProperties": 50,
-           "additionalProperties": {"type": ["integer", "number"], "minimum": 0}}
+
+def _obj(properties: dict, required: tuple = (), **more) -> dict:
+    return {"type": "object", "maxProperties": 10_000, "properties": properties, "required": list(required), **more}
+
+
+def _arr(items: dict, n: int = 20_000) -> dict:
+    return {"type": "array", "maxItems": n, "items": items}
+
+
+_TIMED = {"report": _TEXT}  # introduced_by, since: the sentence the bisection wrote
+FINDING = _obj({
+    "id": {"type": "string", "pattern": r"^[A-Za-z0-9_.-]{1,40}\Z"},
+    "oracle": _NAME, "operator": _NAME, "target": _NAME, "target_version": _opt(_NAME), "symptom": _TEXT,
+    "stage": _opt(_NAME), "signature": _TEXT, "message": _LONG, "traceback": _LONG, "log": _LONG,
+    "instance_id": _NAME, "origin": _obj({"source": _SCALAR, "test": _SCALAR}), "distance": _opt(_OBJ),
+    "instances": _NAMES, "operators": _NAMES, "also_in": _NAMES,
+    "new_in_pr": _BOOL_OR_NULL, "reaches_change": _BOOL_OR_NULL, "confirmed": _BOOL_OR_NULL,
+    "repro_checked": _BOOL_OR_NULL, "repro_passes_on_base": _BOOL_OR_NULL, "test_style_checked": _BOOL_OR_NULL,
+    "new_in_release": _BOOL_OR_NULL,
+    "base": _opt(_obj({"status": _SCALAR, "symptom": _SCALAR, "changed": _BOOL_OR_NULL})),
+    "introduced_by": _opt(_obj(_TIMED, ("report",))), "since": _opt(_obj(_TIMED, ("report",))),
+    "against": _opt(_obj({"status": _SCALAR, "symptom": _SCALAR, "note": _SCALAR, "package": _SCALAR,
+                          "version": _SCALAR, "changed": _BOOL_OR_NULL,
+                          "reproducer": _opt(_obj({"verdict": _SCALAR, "reason": _SCALAR, "command": _TEXT},
+                                                  ("verdict", "command")))})),
+    "reduction": _opt(_obj({"changed": _BOOL_OR_NULL, "confirmed": _BOOL_OR_NULL,
+                            "before": _obj({"operators": _SCALAR, "elements": _SCALAR}),
+                            "after": _obj({"operators": _SCALAR, "elements": _SCALAR}),
+                            "params_that_matter": _opt(_NAMES)}, ("before", "after"))),
+    "rule": _opt(_obj({k: _TEXT for k in ("name", "category_title", "summary", "graph_a", "graph_b")},
+                      ("name", "category_title", "summary", "graph_a", "graph_b"))),
+    "graph": _opt(_obj({
+        "node_types": _opt(_NAMES), "node": _SCALAR, "localised_to": _SCALAR, "operators": _SCALAR,
+        "multi_operator": _BOOL_OR_NULL, "multi_operator_only": _BOOL_OR_NULL,
+        "cut_after": _opt(_obj({"wrong": _SCALAR})),
+        "each_operator_alone": _opt({"type": "object", "maxProperties": 10_000, "additionalProperties": _SCALAR}),
+        "trace": _opt(_obj({"first_divergent": _SCALAR, "why": _SCALAR})),
+        "parameters_that_matter": _opt(_NAMES),
+        "share": _opt(_obj({"share": {"type": "number"}, "how": _SCALAR}))}, ("localised_to",))),
+    "extra": _opt(_obj({"explains_graph_findings": _opt({"type": "array", "maxItems": 10_000})})),
+    "known": _opt(_obj({"link": _opt(_TEXT), "note": _opt(_TEXT)})),
+    "repro": {"anyOf": [{"const": ""}, {"type": "string", "pattern": REPRO_PATH}]},
+    "test_style_repro": {"anyOf": [{"const": ""}, {"type": "string", "pattern": TEST_STYLE_PATH}]},
+    "test_style": _NAME,
+    "runners": {"type": "array", "maxItems": 100, "items": {"type": "string", "pattern": KIND}},
+}, ("id", "oracle", "operator", "target", "symptom", "signature"))
+
+_COUNTS = {"type": "object", "maxProperties": 50, "additionalProperties": _NUM,
+           "required": ["pass", "unsupported", "invalid", "crash", "inconsistency"]}
 _PLACE = {"type": "object", "required": ["file", "line"],
           "properties": {"file": _TEXT, "line": {"type": "integer", "minimum": 0, "maximum": 100_000_000},
                          "region": _opt(_TEXT)}}
+# a changed statement or a branch outcome of a changed function (dlci.directed): a branch is shown at its span
+_GOAL = {**_PLACE, "required": ["file", "line", "kind"],
+         "properties": {**_PLACE["properties"], "kind": _NAME, "condition": _SCALAR, "outcome": _SCALAR,
+                        # a branch's line is where it goes (-1: out of the function); it is shown at its span
+                        "line": {"type": "integer", "minimum": -1, "maximum": 100_000_000},
+                        "span": {"type": "array", "minItems": 1, "maxItems": 2,
+                                 "items": {"type": "integer", "minimum": 0}},
+                        "closest": _opt(_obj({"test": _SCALAR, "target": _SCALAR})),
+                        "distance": _opt({"type": "number"}), "skeleton": _SCALAR, "tests": _SCALAR,
+                        "failing": _SCALAR, "values": _opt(_TEXTS)},
+         "if": {"properties": {"kind": {"const": "branch"}}}, "then": {"required": ["span"]}}
+_GRAPH_CHANGE = _obj({"target": _NAME, "inputs": _INT, "instance": _TEXT, "head_only": _TEXTS,
+                      "base_only": _TEXTS, "differences": _TEXTS},
+                     ("target", "inputs", "instance", "head_only", "base_only"))
+_DIRECTED = _obj({
+    "goals": _SCALAR, "reached": _SCALAR, "statements": _SCALAR, "statements_reached": _SCALAR,
+    "search": _opt(_obj({"reached_by_search": _SCALAR, "mutants": _SCALAR, "seconds": _SCALAR,
+                         "reaching_mutation": _opt({"type": "object", "maxProperties": 10_000,
+                                                    "additionalProperties": _SCALAR}),
+                         "divergence": _opt(_obj({"graph_changes": _opt(_arr(_GRAPH_CHANGE, 1_000))}))})),
+    "unreached": _opt(_arr(_GOAL)), "reached_goals": _opt(_arr(_GOAL)),
+}, ("goals", "reached", "statements", "statements_reached"))
+_ON_A_TARGET = _obj({"operator": _NAME, "target": _NAME, "symptom": _TEXT, "instance": _TEXT, "test": _opt(_TEXT),
+                     "status_on_base": _SCALAR, "instances": _opt(_NAMES)}, ("operator", "target", "symptom"))
+_PR = _obj({
+    "base": _NAME, "head": _NAME, "operators": _NAMES, "profiles": _opt(_NAMES), "policy_changed": _opt(_NAMES),
+    "test_gap": _opt(_TEXT), "out": _opt(_TEXT), "nothing_to_test": _opt(_TEXT),
+    "targets_not_installed": _opt(_NAMES), "operators_without_material": _opt(_NAMES),
+    "touched": _arr({**_PLACE, "required": ["operator", "file", "line", "namespace", "targets", "why"],
+                     "properties": {**_PLACE["properties"], "operator": _NAME, "namespace": _opt(_NAME),
+                                    "targets": _NAMES, "converter": _opt(_TEXT), "why": _opt(_TEXT)}}),
+    "coverage": _opt(_obj({"changed_statements": _SCALAR, "reached_statements": _SCALAR,
+                           "instances_reaching": _SCALAR,
+                           "unreached": _arr({**_PLACE, "required": ["file", "line", "region"]})})),
+    "directed": _opt(_DIRECTED),
+    "bisect": _opt(_obj({"asked": _opt(_NAMES), "seconds": _NUM, "budget_s": _NUM,
+                         "lines": _opt(_TEXTS), "error": _opt(_TEXT)})),
+    "fixed": _opt(_arr({**_ON_A_TARGET, "required": ["operator", "target", "symptom", "instance",
+                                                     "status_on_base"]}, 5_000)),
+    "still_failing": _opt(_arr(_ON_A_TARGET, 5_000)),
+    "fuzz": _opt(_obj({"share": {"type": "number"}, "targets": _NAMES, "why": _TEXT}, ("share", "targets", "why"))),
+    "fuzz_already_on_base": _opt(_arr(_obj({"operator": _opt(_NAME), "target": _opt(_NAME),
+                                            "symptom": _opt(_TEXT)}), MAX_FINDINGS)),
+    "graph_level": _opt(_arr({**_PLACE, "required": ["file", "line", "why"],
+                              "properties": {**_PLACE["properties"], "why": _TEXT}})),
+    "unmapped": _opt(_arr({**_PLACE, "required": ["file", "line", "why"],
+                           "properties": {**_PLACE["properties"], "why": _TEXT}})),
+    # a checkout command and the environment to run a reproducer in, or the environment alone
+    "head_run": _opt({"anyOf": [_TEXT, {"type": "array", "minItems": 2, "maxItems": 2, "items": _TEXT}]}),
+}, ("base", "head"))
+_FUZZ_STATS = _obj({"coverage": _opt({"type": "object", "maxProperties": 100, "additionalProperties": {"type": "number"}}),
+                    "networks": _opt(_OBJ), "strategy": _opt(_OBJ), "corpus": _opt(_OBJ),
+                    "timeline": _opt(_arr(_obj({"t": {"type": "number"}, "OLC": {"type": "number"}},
+                                               ("t", "OLC")), 100_000))})
+_EVOLVE_STATS = _obj({
+    "strategy": _SCALAR, "first_failure_seconds": _opt({"type": "number"}),
+    "seeds": _opt(_arr(_obj({"seed": _SCALAR, "genes": _SCALAR, "gene_elements": _SCALAR, "candidates": _SCALAR,
+                             "best_fitness": _SCALAR,
+                             "found": _opt({"type": "object", "maxProperties": 1_000, "additionalProperties": _obj(
+                                 {"candidate": _SCALAR, "seconds": {"type": "number"}, "operator": _SCALAR},
+                                 ("candidate", "seconds", "operator"))})},
+                            ("seed", "genes", "gene_elements", "candidates", "best_fitness")), 10_000))})
+_STRINGS_BY_NAME = {"type": "object", "maxProperties": 1_000, "additionalProperties": _TEXT}
 
 SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -93,32 +194,21 @@ SCHEMA = {
     "properties": {
         "version": {"const": FORMAT_VERSION},
         "findings": {"type": "array", "maxItems": MAX_FINDINGS, "items": FINDING},
-        "stats": {
-            "type": "object",
-            "properties": {
-                "tests_run": {"type": "integer", "minimum": 0}, "tests_valid": {"type": "integer", "minimum": 0},
-                "seconds": {"type": "number", "minimum": 0},
-                "per_target": {"type": "object", "maxProperties": 500, "additionalProperties": _COUNTS},
-                "flaky": {"type": "array", "maxItems": MAX_FINDINGS,
-                          "items": {"type": "object", "required": ["signature"],
-                                    "properties": {"signature": _TEXT}}},
-                "unreproduced": {"type": "array", "maxItems": MAX_FINDINGS,
-                                 "items": {"type": "object", "properties": {"signature": _TEXT}}},
-            },
-        },
-        "pr": _opt({
-            "type": "object",
-            "properties": {
-                "base": _NAME, "head": _NAME, "operators": _NAMES,
-                "touched": {"type": "array", "maxItems": 20_000, "items": {
-                    **_PLACE, "required": ["operator", "file", "line"],
-                    "properties": {**_PLACE["properties"], "operator": _NAME, "namespace": _opt(_NAME),
-                                   "targets": _NAMES, "converter": _opt(_TEXT), "why": _opt(_TEXT)}}},
-                "coverage": _opt({"type": "object", "properties": {
-                    "unreached": {"type": "array", "maxItems": 20_000, "items": _PLACE}}}),
-                "nothing_to_test": _opt(_TEXT),
-            },
-        }),
+        "stats": _obj({
+            "tests_run": _INT, "tests_valid": _INT, "seconds": _NUM, "operators": _SCALAR, "instances": _SCALAR,
+            "interrupted": _BOOL_OR_NULL,
+            "per_target": {"type": "object", "maxProperties": 500, "additionalProperties": _COUNTS},
+            "flaky": _arr(_obj({"signature": _TEXT}, ("signature",)), MAX_FINDINGS),
+            "unreproduced": _arr(_obj({"signature": _TEXT, "not_reproduced_because": _opt(_TEXT)},
+                                      ("signature",)), MAX_FINDINGS),
+            "targets_not_on_runner": _opt(_STRINGS_BY_NAME), "devices": _opt(_STRINGS_BY_NAME),
+            "device_notes": _opt(_STRINGS_BY_NAME), "not_reproduced_in_budget": _opt(_NAMES),
+            "fuzz": _opt(_FUZZ_STATS), "evolve": _opt(_EVOLVE_STATS),
+        }, ("tests_run", "tests_valid", "seconds")),
+        "pr": _opt(_PR),
+        # dlci test --against: the older release every finding ran under again
+        "against": _opt(_obj({"line": _TEXT, "package": _NAME, "installed": _NAME, "version": _NAME,
+                              "delta": _TEXTS}, ("line", "package", "installed", "version", "delta"))),
     },
 }
 
