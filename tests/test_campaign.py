@@ -263,6 +263,61 @@ def test_tests_that_repeat_a_passing_trace_wait_for_the_rest():
     assert sorted(map(id, first + rest)) == sorted(map(id, plan))
 
 
+def test_a_test_whose_form_could_not_be_built_brings_its_operators_next_test_on_that_target_forward():
+    """The target could not build its model form from an instance (an invalid test at the model stage): the next
+    test of that operator on that target runs next, ahead of the plan's other operators, so instances the target can
+    take are not left behind the ones it cannot; other targets and operators keep their order, nothing is lost."""
+    from dlci.campaign.execution import Steered
+    from dlci.campaign.stages import Test
+    from dlci.instance import Instance, Origin
+
+    def inst(op, n):
+        return Instance(op=op, framework="torch", call={"kind": "torch_fn", "fn": "torch.Tensor.__getitem__"},
+                        inputs=[], params={"n": n}, origin=Origin("opinfo", f"{op} {n}"))
+    plan = []
+    for n in range(4):  # the plan interleaves operators
+        for op in ("aten::__getitem__", "aten::batch_norm", "aten::index"):
+            plan += [Test(inst(op, n), "onnxscript.torchlib"), Test(inst(op, n), "torch.onnx")]
+    steered = Steered(plan)
+    it = iter(steered)
+    first = next(it)
+    assert (first.instance.op, first.target) == ("aten::__getitem__", "onnxscript.torchlib")
+    steered.unbuildable(first)
+    second = next(it)
+    assert (second.instance.op, second.target, second.instance.params["n"]) == \
+        ("aten::__getitem__", "onnxscript.torchlib", 1)
+    steered.unbuildable(second)
+    third = next(it)
+    assert third.instance.params["n"] == 2 and third.target == "onnxscript.torchlib"
+    rest = list(it)
+    assert [(t.instance.op, t.target) for t in rest[:2]] == [("aten::__getitem__", "torch.onnx"),
+                                                            ("aten::batch_norm", "onnxscript.torchlib")]
+    assert sorted(map(id, [first, second, third] + rest)) == sorted(map(id, plan))
+
+
+def test_the_plan_sends_no_test_a_targets_form_refuses_from_the_instance_alone():
+    """torchlib's aten_call form is one ATen overload call: an nn.Module instance or an ONNX node never is one, so
+    the plan gives torchlib none of them (each was an invalid test in a valid one's slot); torch.onnx still takes
+    the module, and an ATen function call goes to both."""
+    from dlci.campaign.stages import plan
+    from dlci.instance import Instance, Origin
+    from dlci.targets import registry
+
+    targets = {n: registry()[n] for n in ("onnxscript.torchlib", "torch.onnx")}
+    module = Instance(op="nn::BatchNorm2d", framework="torch", call={"kind": "torch_module", "cls": "x"},
+                      inputs=[], params={}, origin=Origin("module_db", "m"))
+    fn = Instance(op="aten::batch_norm", framework="torch",
+                  call={"kind": "torch_fn", "fn": "torch.nn.functional.batch_norm"}, inputs=[], params={},
+                  origin=Origin("opinfo", "f"))
+    with_options = Instance(op="aten::relu", framework="torch",
+                            call={"kind": "torch_fn", "fn": "torch.relu", "options": {"dynamic": True}}, inputs=[],
+                            params={}, origin=Origin("opinfo", "o"))
+    tests = plan([module, fn, with_options], targets, order=list)
+    assert sorted((t.instance.op, t.target) for t in tests) == [
+        ("aten::batch_norm", "onnxscript.torchlib"), ("aten::batch_norm", "torch.onnx"),
+        ("aten::relu", "torch.onnx"), ("nn::BatchNorm2d", "torch.onnx")]
+
+
 def test_reproducer_checks_are_owed_by_what_each_signatures_test_costs_alone():
     """Testing stops to leave time for the reproducer checks: what they owe follows each signature's test run
     alone (its confirmation, not the share of a batch that found it), so a cheap signature reserves little and an

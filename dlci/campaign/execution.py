@@ -18,7 +18,7 @@ from dlci.campaign.stages import Test
 from dlci.campaign.state import Campaign, add_phase
 from dlci.exec import Engine, Job
 from dlci.instance import Instance, family
-from dlci.outcome import PASS, Outcome
+from dlci.outcome import INVALID, PASS, Outcome
 
 BATCH_JOB = "dlci.testcase.batch:execute_batch_job"  # many tests of one target, packed (dlci.testcase.batch)
 
@@ -47,13 +47,20 @@ class Steered:
     converter lines, passing, SATURATED times) wait until everything else has run."""
 
     SATURATED = 2  # passing runs with one converter-line trace before more of the same wait
+    # tests of one (operator, target) brought forward, at most, after tests whose model form the target could not
+    # build (each costs milliseconds: the form fails before any conversion)
+    PROMOTED = 32
 
     def __init__(self, tests: Sequence[Test]):
         self.tests = list(tests)
         self.taken = [False] * len(self.tests)
         self.pending: dict[tuple, deque] = {}
+        self.of_operator: dict[tuple, deque] = {}  # (operator, target) -> its tests, in plan order
         for n, t in enumerate(self.tests):
             self.pending.setdefault(family(t.instance), deque()).append(n)
+            self.of_operator.setdefault((t.instance.op, t.target), deque()).append(n)
+        self.promoted: deque = deque()
+        self.promotions: Counter = Counter()
         self.hot: list[tuple] = []
         self.pos = 0
         self.turn = 0
@@ -74,6 +81,20 @@ class Steered:
         if passed and coverage:
             trace = hash(tuple(sorted((f, tuple(lines)) for f, lines in coverage.items())))
             self.traces.setdefault(self._key(test), Counter())[trace] += 1
+
+    def unbuildable(self, test: Test) -> None:
+        """The target could not build its model form from this instance, which only trying tells (a
+        ``Tensor.__getitem__`` is one ``aten::index`` for a tensor index, several calls for slices): the operator's
+        next test on that target comes next, so the instances the target can take are not left behind the ones it
+        cannot (onnxscript's boolean-index regression: 2 of 19 ``__getitem__`` instances are one ATen call; a slower
+        runner ran 9 of the others and missed it)."""
+        key = (test.instance.op, test.target)
+        queue = self.of_operator.get(key) or deque()
+        while queue and self.taken[queue[0]]:
+            queue.popleft()
+        if queue and self.promotions[key] < self.PROMOTED:
+            self.promotions[key] += 1
+            self.promoted.append(queue.popleft())
 
     def _saturated(self, test: Test) -> bool:
         seen = self.traces.get(self._key(test))
@@ -106,6 +127,13 @@ class Steered:
 
     def __iter__(self) -> Iterator[Test]:
         while True:
+            while self.promoted and self.taken[self.promoted[0]]:
+                self.promoted.popleft()
+            if self.promoted:
+                n = self.promoted.popleft()
+                self.taken[n] = True
+                yield self.tests[n]
+                continue
             self.turn += 1
             n = self._from_hot() if self.turn % 2 == 0 else None
             if n is None:
@@ -282,6 +310,8 @@ class _Execution:
         test = Test(campaign.instances[outcome.instance_id], outcome.target)
         if self.steered and sig is None:
             self.steered.observe(test, outcome.coverage, outcome.status == PASS)
+            if outcome.status == INVALID and outcome.stage == "model":
+                self.steered.unbuildable(test)
             if outcome.coverage and self.reaches_change(outcome.coverage):
                 self.steered.heat(test.instance)
         if outcome.status != PASS:

@@ -19,6 +19,7 @@ from dlci.campaign.state import Campaign
 from dlci.exec import Engine
 from dlci.findings import Finding
 from dlci.instance import Instance
+from dlci.models import refused
 from dlci.outcome import INCONSISTENT, Outcome
 from dlci.plan import balanced
 from dlci.report.document import Report
@@ -38,12 +39,14 @@ class Test:
 def plan(instances: Sequence[Instance], targets: dict, *, order: Callable[[Sequence[Instance]], list] | None = None,
          route: Route | None = None) -> list[Test]:
     """The tests to run, most valuable first: the instances in OPERA's diversity order (or ``order``'s), each on the
-    targets that accept its framework (and, with ``route``, that it is sent to)."""
+    targets that accept its framework (and, with ``route``, that it is sent to) and whose model form it can be built
+    into as far as the instance alone tells (dlci.models.refused)."""
     tests = []
     for inst in (order or balanced)(list(instances)):
         wanted = set(route(inst)) if route else None
         for name, target in targets.items():
-            if inst.framework in target.frameworks and (wanted is None or name in wanted):
+            if inst.framework in target.frameworks and (wanted is None or name in wanted) \
+                    and refused(inst, getattr(target, "form", None)) is None:
                 tests.append(Test(inst, name))
     return tests
 

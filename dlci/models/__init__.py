@@ -36,17 +36,30 @@ class FormUnavailable(Exception):
 FORMS: dict[str, Callable[[Instance], Any]] = {}
 # which instance frameworks each form can be built from
 FORM_FRAMEWORKS: dict[str, tuple[str, ...]] = {}
+# per form, why an instance of those frameworks can never be built into it, said from the instance alone: the plan
+# sends it to no target consuming the form (torchlib's aten_call took nn.Module instances, each an invalid test in
+# the slot of a valid one)
+FORM_REFUSES: dict[str, Callable[[Instance], str | None]] = {}
 
 _CACHE_INSTANCES = 4  # instances whose forms stay cached (a worker moves on instance by instance)
 _cache: "OrderedDict[str, dict[str, Any]]" = OrderedDict()
 
 
-def form(name: str, frameworks: tuple[str, ...]):
+def form(name: str, frameworks: tuple[str, ...], refuses: Callable[[Instance], str | None] | None = None):
     def deco(fn):
         FORMS[name] = fn
         FORM_FRAMEWORKS[name] = frameworks
+        if refuses is not None:
+            FORM_REFUSES[name] = refuses
         return fn
     return deco
+
+
+def refused(instance: Instance, name: str | None) -> str | None:
+    """Why the model form ``name`` can never be built from the instance, known without building it; None: it may
+    be (building it is the test's first step)."""
+    check = FORM_REFUSES.get(name) if name else None
+    return check(instance) if check is not None else None
 
 
 def _slot(instance: Instance) -> dict[str, Any]:
@@ -265,7 +278,12 @@ def fixed_arity(module, n: int):
     return wrapper.eval()
 
 
-@form("aten_call", ("torch",))
+def _not_an_aten_call(instance: Instance) -> str | None:
+    from dlci.models.aten_call import not_an_aten_call
+    return not_an_aten_call(instance)
+
+
+@form("aten_call", ("torch",), refuses=_not_an_aten_call)
 def _form_aten_call(instance: Instance):
     from dlci.models.aten_call import aten_call
     return aten_call(instance)

@@ -85,16 +85,27 @@ def _dispatched(fn, args: list, kwargs: dict, inputs: list):
         return None
 
 
+def not_an_aten_call(instance: Instance) -> str | None:
+    """Why the instance cannot be one ATen overload call, said from its recipe alone (nothing is called): an
+    ``nn.Module``, an ONNX node, a call carrying another target's options. None: it may be one; only calling it
+    tells (a ``Tensor.__getitem__`` is one ``aten::index`` for a tensor index, several calls for slices)."""
+    call = instance.call
+    if call.get("kind") != "torch_fn" or not instance.op.startswith("aten::"):
+        return "not a torch function call on an aten operator"
+    if call.get("options"):
+        return "the instance carries entry-point options of other targets"
+    return None
+
+
 def aten_call(instance: Instance) -> AtenCall:
     """The instance's call as an ATen overload call; raises NotAnAtenCall when it is not one. The call's own
     operator name first (its arguments resolving one of that operator's overloads); else the single ATen overload
     the call runs (a library function with arguments of its own)."""
     import torch
     call = instance.call
-    if call.get("kind") != "torch_fn" or not instance.op.startswith("aten::"):
-        raise NotAnAtenCall("not a torch function call on an aten operator")
-    if call.get("options"):
-        raise NotAnAtenCall("the instance carries entry-point options of other targets")
+    why_not = not_an_aten_call(instance)
+    if why_not:
+        raise NotAnAtenCall(why_not)
     args, kwargs = call.get("args", []), call.get("kwargs", {})
 
     def decoded():
