@@ -289,6 +289,7 @@ def test_a_test_whose_form_could_not_be_built_brings_its_operators_next_test_on_
     steered.unbuildable(second)
     third = next(it)
     assert third.instance.params["n"] == 2 and third.target == "onnxscript.torchlib"
+    assert steered.brought_forward(second) and steered.brought_forward(third) and not steered.brought_forward(first)
     rest = list(it)
     assert [(t.instance.op, t.target) for t in rest[:2]] == [("aten::__getitem__", "torch.onnx"),
                                                             ("aten::batch_norm", "onnxscript.torchlib")]

@@ -142,6 +142,19 @@ def test_affinity_keeps_jobs_on_one_worker():
     assert len(pids["A"]) == 1 and len(pids["B"]) == 1 and pids["A"] != pids["B"]
 
 
+def test_a_job_marked_first_goes_ahead_of_the_jobs_already_looked_ahead():
+    """The engine looks 16 jobs ahead; a job the caller marks ``first`` (a test an outcome brought forward) is run
+    next, not after those 16."""
+    def jobs():
+        for i in range(24):
+            yield job(f"j{i}", "sleep", 0.01, first=(i == 20))
+    with Engine(workers=1, timeout=20) as engine:
+        engine.start()
+        _, _, got = collect(engine, jobs())
+    order = [j.id for j, _, _ in got]
+    assert len(order) == 24 and order.index("j20") < 8, order
+
+
 def test_harness_errors_and_untrusted_frames(tmp_path, monkeypatch):
     marker = tmp_path / "pwned"
     monkeypatch.setenv("DLCI_EVIL_MARKER", str(marker))

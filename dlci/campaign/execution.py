@@ -61,6 +61,7 @@ class Steered:
             self.of_operator.setdefault((t.instance.op, t.target), deque()).append(n)
         self.promoted: deque = deque()
         self.promotions: Counter = Counter()
+        self.forward: set[int] = set()  # id() of the tests brought forward, once yielded: their jobs go first
         self.hot: list[tuple] = []
         self.pos = 0
         self.turn = 0
@@ -95,6 +96,10 @@ class Steered:
         if queue and self.promotions[key] < self.PROMOTED:
             self.promotions[key] += 1
             self.promoted.append(queue.popleft())
+
+    def brought_forward(self, test: Test) -> bool:
+        """Whether ``test`` came out ahead of the plan (unbuildable): its job goes ahead of those looked ahead too."""
+        return id(test) in self.forward
 
     def _saturated(self, test: Test) -> bool:
         seen = self.traces.get(self._key(test))
@@ -132,6 +137,7 @@ class Steered:
             if self.promoted:
                 n = self.promoted.popleft()
                 self.taken[n] = True
+                self.forward.add(id(self.tests[n]))
                 yield self.tests[n]
                 continue
             self.turn += 1
@@ -273,7 +279,9 @@ class _Execution:
                 yield self.batch(name, self.filling.take(name))
             size = campaign.targets[test.target].batch_size if self.batching else 1
             if size <= 1 or (test.target, test.instance.op) in self.unpackable:
-                yield self.single(test)
+                job = self.single(test)
+                job.first = self.steered is not None and self.steered.brought_forward(test)
+                yield job
                 continue
             full = self.filling.add(test.target, test, size)
             if full:

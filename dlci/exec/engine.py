@@ -53,6 +53,7 @@ class Job:
     timeout: float | None = None  # overrides the engine default
     affinity: str = ""     # jobs with the same affinity prefer the same worker
     twin: bool = False     # run by the twin workers (Engine(twin_env=...): the other revision of a pull request)
+    first: bool = False    # goes ahead of the jobs already looked ahead (a test an outcome brought forward)
 
 
 @dataclass
@@ -317,7 +318,8 @@ class Engine:
                     while not exhausted and (len(pending) < lookahead or len(pending) < STARVED_LOOKAHEAD * lookahead
                                              and self._own_starved(pending)):
                         try:
-                            pending.append(next(it))
+                            job = next(it)
+                            (pending.appendleft if job.first else pending.append)(job)
                         except StopIteration:
                             exhausted = True
                     self._ensure_workers(pending)
