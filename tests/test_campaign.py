@@ -317,6 +317,12 @@ def test_the_plan_sends_no_test_a_targets_form_refuses_from_the_instance_alone()
     assert sorted((t.instance.op, t.target) for t in tests) == [
         ("aten::batch_norm", "onnxscript.torchlib"), ("aten::batch_norm", "torch.onnx"),
         ("aten::relu", "torch.onnx"), ("nn::BatchNorm2d", "torch.onnx")]
+    # a PR scan that chose torchlib alone selects no module instance: an operator only modules stand for is a test
+    # gap (said, neutral), not a scan whose tests all come back invalid or, none left, "no test ran"
+    from dlci.scan import Selection
+    alone = Selection(chosen={"onnxscript.torchlib": targets["onnxscript.torchlib"]},
+                      want={"batch_norm": {"onnxscript.torchlib"}})
+    assert not alone.reaches(module) and alone.reaches(fn)
 
 
 def test_reproducer_checks_are_owed_by_what_each_signatures_test_costs_alone():

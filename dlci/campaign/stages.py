@@ -36,17 +36,21 @@ class Test:
     twin: bool = False
 
 
+def takes(target, inst: Instance) -> bool:
+    """Whether ``target`` can test ``inst``: it accepts the instance's framework, and its model form is not one the
+    instance can never be built into, as far as the instance alone tells (dlci.models.refused)."""
+    return inst.framework in target.frameworks and refused(inst, getattr(target, "form", None)) is None
+
+
 def plan(instances: Sequence[Instance], targets: dict, *, order: Callable[[Sequence[Instance]], list] | None = None,
          route: Route | None = None) -> list[Test]:
     """The tests to run, most valuable first: the instances in OPERA's diversity order (or ``order``'s), each on the
-    targets that accept its framework (and, with ``route``, that it is sent to) and whose model form it can be built
-    into as far as the instance alone tells (dlci.models.refused)."""
+    targets that take it (and, with ``route``, that it is sent to)."""
     tests = []
     for inst in (order or balanced)(list(instances)):
         wanted = set(route(inst)) if route else None
         for name, target in targets.items():
-            if inst.framework in target.frameworks and (wanted is None or name in wanted) \
-                    and refused(inst, getattr(target, "form", None)) is None:
+            if (wanted is None or name in wanted) and takes(target, inst):
                 tests.append(Test(inst, name))
     return tests
 

@@ -17,13 +17,12 @@ from typing import Callable
 
 import numpy as np
 
-from dlci.campaign.stages import Test
+from dlci.campaign.stages import Test, takes
 from dlci.directed import divergence
 from dlci.directed import mutations as M
 from dlci.directed.distance import INF, Distances
 from dlci.directed.goals import Goal, reached
 from dlci.instance import Instance
-from dlci.models import refused
 from dlci.outcome import CRASH, INCONSISTENT, INVALID, PASS, UNSUPPORTED
 
 MAX_DEPTH = 3        # mutations stacked on one migrated instance
@@ -300,8 +299,7 @@ class DirectedStream:
     def _targets(self, inst: Instance, prefer: set[str]) -> set[str]:
         """Where a mutant runs: the targets its operator's changed converter is reached through, those its seed ran
         on first; a mutant carrying a target's own options, on that target only."""
-        reach = {t for t in self.route(inst)
-                 if refused(inst, getattr(self.campaign.targets.get(t), "form", None)) is None}
+        reach = {t for t in self.route(inst) if t in self.campaign.targets and takes(self.campaign.targets[t], inst)}
         chosen = set((inst.call.get("options") or {}))
         if chosen:
             return reach & chosen

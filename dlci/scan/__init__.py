@@ -145,6 +145,10 @@ class Selection:
         from dlci import operators
         return {x for c in operators.instance_ops(inst.op) & self.want.keys() for x in self.want[c]}
 
+    def reaches(self, inst) -> bool:
+        """Whether a chosen target it is routed to can test it (an nn.Module reaches torch.onnx, never torchlib)."""
+        return any(stages.takes(self.chosen[t], inst) for t in self.route(inst) & self.chosen.keys())
+
 
 @dataclass
 class HeadRun:
@@ -229,9 +233,7 @@ def select_tests(pull: PullRequest) -> Selection:
                        canonical=True) if want else []
     # only what reaches a chosen target (a source's instances of related operators go nowhere): the plan's order,
     # its diversity and the first case of each variant kind are then about the tests that run
-    sel.instances = _smoke_only_few([i for i in instances if any(i.framework in chosen[t].frameworks
-                                                                 for t in sel.route(i) & chosen.keys())],
-                                    analysis.touches)
+    sel.instances = _smoke_only_few([i for i in instances if sel.reaches(i)], analysis.touches)
     pr["instances_selected"] = len(sel.instances)
     # a touched operator no instance stands for is a gap in the test material, said as such (a neutral check),
     # never "nothing to test"

@@ -150,8 +150,7 @@ def add_to_selection(pull, chosen, revisions) -> list[Instance]:
     lost = {c for t in pull.analysis.touches if t.file in gone for c in operators.canonical(t.operator, t.namespace)}
     kept = {c for t in pull.analysis.touches if t.file not in gone
             for c in operators.canonical(t.operator, t.namespace)}
-    seeds = [i for i in seeds if any(i.framework in chosen.chosen[t].frameworks
-                                     for t in chosen.route(i) & chosen.chosen.keys())
+    seeds = [i for i in seeds if chosen.reaches(i)
              and (operators.instance_ops(i.op) & kept or not operators.instance_ops(i.op) & lost)]
     report["routed"] = len(seeds)
     if not seeds:
