@@ -299,7 +299,8 @@ class DirectedStream:
     def _targets(self, inst: Instance, prefer: set[str]) -> set[str]:
         """Where a mutant runs: the targets its operator's changed converter is reached through, those its seed ran
         on first; a mutant carrying a target's own options, on that target only."""
-        reach = {t for t in self.route(inst) if t in self.campaign.targets and takes(self.campaign.targets[t], inst)}
+        targets = self.campaign.targets
+        reach = {t for t in self.route(inst) if t not in targets or takes(targets[t], inst)}
         chosen = set((inst.call.get("options") or {}))
         if chosen:
             return reach & chosen
