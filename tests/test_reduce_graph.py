@@ -282,3 +282,40 @@ def test_a_multi_operator_failure_is_cut_to_its_named_operator_with_what_it_depe
     assert red.steps[0]["what"].startswith("the named operator with what it depends on: 7 -> 3"), red.steps
     # after the whole graph's check, no Cast alone (each passed alone in localisation): the cut comes first
     assert [n for n, _ in log[:2]] == [7, 3], log
+
+
+def test_a_crash_in_a_graph_too_large_to_localise_is_named_and_reduced(tmp_path, tvm_loaded):
+    """A crash in a graph of more than dlci.localise.MAX_NODES operators gets no check of each operator alone (no
+    trace for a crash: one target run per operator would be too many). When TVM's message names the node, that node
+    is the one suspect, checked alone, and the finding names its operator (a TVM fuzz finding had stayed
+    ``graph::fuzz103``); the signature then holds no name of the graph's own, so the reduction can cut it: with the
+    graph's names in it, no cut failed "the same way" and the 48 operators stayed."""
+    import json
+
+    import onnx
+
+    from dlci.cli import main
+    from dlci.errors import ExitCode
+    from dlci.localise import MAX_NODES
+    model, _ = unpool_shape_graph([])
+    nodes = list(model.graph.node)
+    for k, node in enumerate(nodes):  # named, as the fuzzer's are: TVM's message names the node
+        node.name = f"n{k}_{node.op_type}"
+    relu = next(n for n in nodes if n.op_type == "Relu")
+    chain = [h.make_node("Sigmoid" if k % 2 else "Tanh", [f"c{k}" if k else "z"], [f"c{k + 1}"], name=f"c{k}")
+             for k in range(MAX_NODES)]
+    relu.input[0] = chain[-1].output[0]
+    del model.graph.node[:]
+    model.graph.node.extend(chain + nodes)
+    onnx.checker.check_model(model)
+    assert len(model.graph.node) > MAX_NODES
+    path = tmp_path / "deep.onnx"
+    onnx.save(model, path)
+    out = tmp_path / "out"
+    code = main(["test", "--model", str(path), "--targets", "tvm.from_onnx", "--budget", "90",
+                 "--out", str(out)])
+    assert code == ExitCode.FINDINGS
+    [f] = json.loads((out / "findings.json").read_text())["findings"]
+    assert "cannot handle ShapeExpr" in f["message"]
+    assert f["reduction"]["after"]["operators"] < f["reduction"]["before"]["operators"] == len(model.graph.node)
+    assert f["operator"] == f["graph"]["localised_to"] == "onnx::MaxUnpool", (f["operator"], f["graph"])

@@ -104,6 +104,10 @@ def reduce(findings: list[Finding], campaign: Campaign, engine: Engine, options:
                 for key in WHOLE_GRAPH_KEYS:  # what was measured on the whole graph stays
                     if key in whole:
                         f.extra["graph"][key] = whole[key]
+                if f.operator == campaign.instances[f.extra["unreduced_instance"]].op:
+                    # the graph as found was too large to localise (dlci.localise.MAX_NODES): the reduced one names
+                    # its operator, which the report, the PR's attribution and the annotations go by
+                    f.operator = out.op
             if "graph" in f.extra and red.params_that_matter:  # the reduced instance's word is the last one
                 f.extra["graph"]["parameters_that_matter"] = list(red.params_that_matter)
             ops = (f"{red.before['operators']} -> {red.after.get('operators')} operators, "

@@ -19,6 +19,9 @@ worker localises the failure on the same target (:func:`localise`):
    output is already wrong when the graph is cut after it (else the one whose output is wrong; for a crash, the
    node the message names), so one bug followed by different operators is one finding.
 
+A crash in a graph of more than MAX_NODES operators gets one check: the node its message names, alone; when the
+message names none, the graph is not localised (its reduction, cut to what the failure needs, is).
+
 Small graphs (a reduced finding) get every operator checked alone, so a finding can say that each operator alone
 passes. The result is ``Outcome.localised``: {"operator", "node", "multi_operator", "alone": {node: status},
 "checked", "nodes"}.
@@ -84,16 +87,20 @@ def localise(instance, target_name: str, out: Outcome, ref, ref64, execute: Call
         return
     traceable = out.status == INCONSISTENT and got is not None and target_outputs is not None
     limit = TRACED_MAX_NODES if traceable else MAX_NODES
-    if n > limit:
+    # a crash in a graph too large to run each operator alone: the node its message names is the one suspect
+    named_crash = _named_in_message(out.message, view) if out.status == CRASH and n > limit else None
+    if n > limit and named_crash is None:
         why = "" if traceable else ", and no trace: only a wrong value is traced"
-        out.localised = {"nodes": n, "note": f"not localised (more than {limit} operators{why})"}
+        out.localised = {"nodes": n, "note": f"not localised (more than {limit} operators{why})",
+                         # the graph's own names out of the signature: a cut of it still fails the same way
+                         **({"message": anonymised(out.message, view)} if out.status == CRASH else {})}
         return
     output = None
     if out.status == INCONSISTENT:
         output = _failing_output(out, view)
         suspects = sorted(view.ancestors(output)) if output else list(range(n))
     else:
-        suspects = list(range(n))
+        suspects = list(range(n)) if named_crash is None else [named_crash]
     check_all = n <= ALL_ALONE_UP_TO
     order = list(range(n)) if check_all else suspects
     trace = None
@@ -103,7 +110,7 @@ def localise(instance, target_name: str, out: Outcome, ref, ref64, execute: Call
         if trace.get("used"):  # the first divergent operators first; the verdict stays each one alone
             first = [k for k in trace["order"] if k in order]
             order = first + [k for k in order if k not in first]
-    if n > MAX_NODES:  # a large graph: its first divergent operators alone, or nothing
+    if n > MAX_NODES and named_crash is None:  # a large graph: its first divergent operators alone, or nothing
         if not (trace or {}).get("used"):
             out.localised = {"nodes": n, "trace": trace,
                              "note": f"not localised (more than {MAX_NODES} operators, and no trace)"}
