@@ -81,3 +81,25 @@ def test_operators_whose_own_converter_changed_go_before_those_a_changed_helper_
     order = edited_lines_first(repo, [], CoverageCache(), first_ops=first)(instances)
     assert [i.op for i in order[:3]] == ["aten::fmod"] * 3
     assert sorted(i.id for i in order) == sorted(i.id for i in instances)
+
+
+def test_a_directly_touched_operator_no_hot_instance_stands_for_runs_among_the_hot_ones():
+    """A PR edits a helper conv2d and add run, and bucketize's own registration: with the coverage cache warm, the
+    hot instances (known to run the edited lines) come first; bucketize's first two come one after each of the first
+    two hot ones, not after all of them (a short budget ran 51-94 hot tests and never reached bucketize)."""
+    from dlci.scan.coverage import COLD_DIRECT_EARLY, hot_first
+    hot_ops = [inst(f"aten::{op}", (k + 2,), 1.0) for k in range(20) for op in ("conv2d", "add")]
+    cold = [inst("aten::bucketize", (k + 2,), 1.0) for k in range(5)]
+    other = [inst("aten::sub", (k + 2,), 1.0) for k in range(3)]
+    hot = {i.id for i in hot_ops}
+    order = hot_first(hot_ops + cold + other, hot, first_ops=frozenset({"bucketize", "add"}))
+    assert sorted(i.id for i in order) == sorted(i.id for i in hot_ops + cold + other)
+    ops = [i.op for i in order]
+    assert ops[1] == ops[3] == "aten::bucketize" and ops.count("aten::bucketize") == 5 and COLD_DIRECT_EARLY == 2
+    assert {i.id for i in order[:2 * COLD_DIRECT_EARLY]} - {i.id for i in cold} <= hot
+    # then the rest of the hot ones, then the rest of bucketize's, then what only a helper reaches
+    assert all(i.id in hot for i in order[4:len(hot_ops) + 2])
+    assert ops[len(hot_ops) + 2:] == ["aten::bucketize"] * 3 + ["aten::sub"] * 3
+    # add is directly touched too, but its hot instances stand for it: nothing of it is brought up
+    warm = hot_first(hot_ops + cold, hot, first_ops=frozenset({"add"}))
+    assert [i.op for i in warm][:len(hot_ops)] == [i.op for i in hot_first(hot_ops, hot)]

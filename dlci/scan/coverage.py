@@ -133,10 +133,14 @@ def summary(campaign, head_root: Path, converter_files, repo, cache: CoverageCac
             "unreached": gaps}
 
 
+COLD_DIRECT_EARLY = 2  # instances of each directly touched operator that none of the hot ones stands for, brought up
+
+
 def edited_lines_first(repo, converter_files, cache: CoverageCache, first_ops: frozenset[str] = frozenset()):
     """An order for the diff-selected instances: OPERA's diversity order, those known (from cached coverage of the
     base revision's files) to run the changed lines first, then those of ``first_ops`` (the operators whose own
-    converter or map entry the diff changed, ahead of those only reached through a changed helper)."""
+    converter or map entry the diff changed, ahead of those only reached through a changed helper): see
+    :func:`hot_first`."""
     hot: set[str] = set()
     by_path = {f.path: f for f in repo.last_diff.files}
     for rel in converter_files:
@@ -147,19 +151,43 @@ def edited_lines_first(repo, converter_files, cache: CoverageCache, first_ops: f
         runs = cache.load(b) if b else {}
         edited = set(ch.removed) | {h.old_start for h in ch.hunks} | {h.old_start + 1 for h in ch.hunks}
         hot |= {key.split("@", 1)[0] for key, lines in runs.items() if edited & set(lines)}
+    return lambda instances: hot_first(instances, hot, first_ops)
 
-    def order(instances):
-        ranked = balanced(list(instances))
-        # one case of each variant kind early: the way of presenting an operator that reaches the change is not
-        # known before one of its cases runs (then dlci.campaign.execution.Steered follows it)
-        kinds, first = set(), set()
-        for inst in ranked:
-            kind = (inst.origin.source, variant_kind(inst))
-            if kind[1] and kind not in kinds:
-                kinds.add(kind)
-                first.add(inst.id)
-        direct = {i.id for i in ranked if i.id not in hot and instance_ops(i.op) & first_ops}
-        return ([i for i in ranked if i.id in hot] + [i for i in ranked if i.id in direct]
-                + [i for i in ranked if i.id in first and i.id not in hot and i.id not in direct]
-                + [i for i in ranked if i.id not in hot and i.id not in first and i.id not in direct])
-    return order
+
+def hot_first(instances, hot: set[str], first_ops: frozenset[str] = frozenset()) -> list:
+    """The instances in OPERA's diversity order, ``hot`` ones (ids known to run the edited lines) first, then those of
+    ``first_ops``, then one of each variant kind, then the rest.
+
+    A directly touched operator none of the hot instances stands for gets its first COLD_DIRECT_EARLY instances
+    among the hot ones, one after each hot instance: a PR that edits a helper many operators run and one operator's
+    own registration warms the cache with the many, and their hot instances had filled a short budget before the
+    one operator's first test (a reverted bucketize fix, missed with a warm cache)."""
+    ranked = balanced(list(instances))
+    # one case of each variant kind early: the way of presenting an operator that reaches the change is not
+    # known before one of its cases runs (then dlci.campaign.execution.Steered follows it)
+    kinds, first = set(), set()
+    for inst in ranked:
+        kind = (inst.origin.source, variant_kind(inst))
+        if kind[1] and kind not in kinds:
+            kinds.add(kind)
+            first.add(inst.id)
+    hot_list = [i for i in ranked if i.id in hot]
+    warm_ops = {op for i in hot_list for op in instance_ops(i.op)}
+    direct = [i for i in ranked if i.id not in hot and instance_ops(i.op) & first_ops]
+    direct_ids = {i.id for i in direct}
+    early, taken = [], {}
+    for i in direct:
+        if not instance_ops(i.op) & warm_ops and taken.get(i.op, 0) < COLD_DIRECT_EARLY:
+            taken[i.op] = taken.get(i.op, 0) + 1
+            early.append(i)
+    head = []
+    for k, i in enumerate(hot_list):
+        head.append(i)
+        if k < len(early):
+            head.append(early[k])
+    head += early[len(hot_list):]
+    placed = {i.id for i in head}
+    rest = [i for i in ranked if i.id not in placed and i.id not in hot]
+    return (head + [i for i in direct if i.id not in placed]
+            + [i for i in rest if i.id in first and i.id not in direct_ids]
+            + [i for i in rest if i.id not in first and i.id not in direct_ids])
