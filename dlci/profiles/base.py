@@ -34,6 +34,12 @@ class Touch:
         return self.why.startswith(("helper ", "library op ", SMOKE)) or "runs for every graph" in self.why
 
     @property
+    def entry_removed(self) -> bool:
+        """The PR deleted this operator's registration or map entry: head calling it unsupported is what the
+        base revision is asked about (support removed), so its reproducers' checks are likely owed."""
+        return self.why.endswith("(base line)") and "removed" in self.why
+
+    @property
     def smoke(self) -> bool:
         """Selected only because module-level code of its file changed: a few of its tests are enough."""
         return self.why.startswith(SMOKE)

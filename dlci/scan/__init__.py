@@ -510,7 +510,7 @@ def test_head(pull: PullRequest, chosen: Selection, revisions: Revisions) -> Hea
             if fuzz is not None and not campaign.interrupted:
                 _fuzz(campaign, fuzz, engine, options, clock, say)
             if tests and not campaign.interrupted and not campaign.ended_early:
-                _overtime(campaign, tests, engine, options, clock, say, traced)
+                _overtime(campaign, tests, engine, options, clock, say, traced, _removed_ops(analysis.touches))
             revisions.head_proven()
     except BaseException:
         campaign.interrupted = True
@@ -528,23 +528,30 @@ POST_SECONDS_PER_SIGNATURE = 15.0
 OVERTIME_MIN_SECONDS = 10.0
 
 
-def _post_need(campaign: Campaign, clock: Clock) -> float:
+def _post_need(campaign: Campaign, clock: Clock, removed: frozenset[str] = frozenset()) -> float:
+    """What the post-processing needs for what was found: the confirmed signatures, and each (target, operator)
+    head called unsupported whose registration the PR deleted (``removed``: the support-removed findings the base
+    re-runs will most likely make, each owing its reproducer's checks)."""
+    from dlci.operators import instance_ops
     found = sum(1 for state in campaign.confirm_state.values() if state != "flaky")
+    found += sum(1 for _target, op in campaign.unsupported if instance_ops(op) & removed)
     return min(clock.post_window(), POST_SECONDS + POST_SECONDS_PER_SIGNATURE * found)
 
 
-def _overtime(campaign: Campaign, tests: list, engine, options: RunOptions, clock: Clock, say, traced: dict) -> None:
+def _overtime(campaign: Campaign, tests: list, engine, options: RunOptions, clock: Clock, say, traced: dict,
+              removed: frozenset[str] = frozenset()) -> None:
     """The operators' tests the testing window left unrun, in the part of the post-processing's window that what
     was found does not need. A long preparation (cold caches, a repository's own tests) shortens testing and leaves
-    a scan with few findings idle at its end; a failure found now shrinks the time left to test."""
+    a scan with few findings idle at its end; a failure found now shrinks the time left to test. ``removed``: the
+    operators whose registration the PR deleted (see _post_need)."""
     left = [t for t in tests if (t.instance.id, t.target) not in campaign.tried]
-    end = clock.hard - _post_need(campaign, clock)
+    end = clock.hard - _post_need(campaign, clock, removed)
     if not left or end - time.monotonic() < OVERTIME_MIN_SECONDS:
         return
     say(f"testing goes on for up to {end - time.monotonic():.0f} s: {len(left)} of the operators' tests left, and "
         f"the failures found so far do not need the whole post-processing window")
     execute(campaign, left, engine, options, until=end,
-            keep=lambda: clock.hard - time.monotonic() > _post_need(campaign, clock), **traced)
+            keep=lambda: clock.hard - time.monotonic() > _post_need(campaign, clock, removed), **traced)
     campaign.extra_stats["overtime"] = {"tests_left": len(left), "ran": len(
         [t for t in left if (t.instance.id, t.target) in campaign.tried])}
 
@@ -908,6 +915,12 @@ def _no_environment_failure(campaign, findings: list) -> None:
             f"({example.symptom if example else ''}: {(example.message if example else message)[:400]}). The "
             "checkout's Python does not run over the installed libraries: set install: in .dlci.yml to a matching "
             "build (or python_path/env to one), as dlci's docs say for this repository")
+
+
+def _removed_ops(touches) -> frozenset[str]:
+    """The operators whose registration or map entry the diff deleted."""
+    from dlci import operators
+    return frozenset(c for t in touches if t.entry_removed for c in operators.canonical(t.operator, t.namespace))
 
 
 def _direct_ops(touches) -> frozenset[str]:
