@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -156,3 +157,49 @@ def test_of_an_operators_several_functions_the_first_whose_signature_takes_the_i
     proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(tmp_path)}, cwd=str(tmp_path))
     assert proc.returncode == 1 and "REPRODUCED" in proc.stdout, (proc.stdout, proc.stderr[-2000:])
+
+
+@pytest.mark.slow
+def test_support_removed_is_found_where_base_is_wrong_only_on_negative_integers(tmp_path):
+    """Base's int floor_divide truncates (ONNX's integer Div), so it is wrong on a negative quotient; head deletes
+    that function and refuses int64. On the drawn inputs, negative ones, base computes wrong values: neither
+    revision is right there, and no support-removed finding came of it (a reverted upstream fix was missed on
+    such a draw). The same inputs made non-negative, asked on base in the same run, pass there: head's refusal is
+    support the PR removed, shown on those inputs."""
+    from dlci.campaign import Campaign, RunOptions
+    from dlci.outcome import Outcome
+    from dlci.scan.attribution import support_removed
+    installed = Path(importlib.util.find_spec("onnxscript").origin).parent
+    merged = '@torch_op("aten::floor_divide", trace_only=True)\ndef aten_floor_divide(self: TTensor, other: TTensor)'
+    float_first = ('@torch_op("aten::floor_divide", trace_only=True)\n'
+                   'def aten_floor_divide_float(self: TFloat, other: TFloat) -> TFloat:\n'
+                   '    return op.Floor(op.Div(self, other))\n\n\n')
+    truncating = ('@torch_op("aten::floor_divide", trace_only=True)\n'
+                  'def aten_floor_divide_int(self: TInt, other: TInt) -> TInt:\n'
+                  '    return op.Div(self, other)\n\n\n')
+    envs = {}
+    for side, functions in (("base", float_first + truncating), ("head", float_first)):
+        root = tmp_path / side
+        shutil.copytree(installed, root / "onnxscript", ignore=shutil.ignore_patterns("__pycache__"))
+        core = root / "onnxscript" / "function_libs" / "torch_lib" / "ops" / "core.py"
+        text = core.read_text()
+        assert merged in text
+        unregistered = "def _unused_floor_divide" + merged.split("def aten_floor_divide", 1)[1]
+        core.write_text(text.replace(merged, functions + unregistered))
+        registration = core.parent.parent / "registration.py"
+        keeps_one = "            if overloaded_function.overloads:\n"
+        registration.write_text(registration.read_text().replace(keeps_one, "            if False:\n"))
+        envs[side] = {"PYTHONPATH": str(root)}
+    x = np.array([[-7, 5, -9], [4, -3, 8]], np.int64)
+    inst = torch_fn("torch.floor_divide", [x, np.full((2, 3), 2, np.int64)])
+    target = "onnxscript.torchlib"
+    campaign = Campaign(instances={inst.id: inst}, targets={target: get(target)})
+    campaign.record(Outcome(inst.id, inst.op, target, UNSUPPORTED, "convert", "OutsideSignature",
+                            "int64 outside TFloat"), None)
+    assert campaign.unsupported
+    options = RunOptions(out=tmp_path / "out", budget=120.0, workers=1)
+    [f] = support_removed(campaign, options, envs["base"], envs["head"], time.monotonic() + 240)
+    assert f.symptom == "support removed" and f.new_in_pr and f.operator == inst.op
+    twin = campaign.instances[f.instance_id]
+    assert f.instance_id != inst.id and twin.origin.test.endswith("(negative values made non-negative)")
+    assert (twin.arrays["in:0"] == np.abs(x)).all()

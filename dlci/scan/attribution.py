@@ -284,9 +284,21 @@ def support_removed(campaign: Campaign, options: RunOptions, base_env: dict, hea
                     key=lambda t: t[:3])
     probes = [_job(f"support{i}", campaign, o.instance_id, o.target) for i, (*_, o) in enumerate(ranked)]
     known = [j for j in probes if (j.instance_id, j.target) in base_passed]
-    on_base = _run([j for j in probes if (j.instance_id, j.target) not in base_passed], campaign, options, base_env,
-                   "support", deadline)
+    # an integer input with negative values has a twin with them made non-negative, asked in the same run: a base
+    # that rounds a negative quotient the other way (trunc for floor) is wrong there, and only the twin shows that
+    # it supported what head refuses
+    twins = {}
+    for n, j in enumerate(probes):
+        twin = _non_negative(campaign.instances[j.instance_id]) if (j.instance_id, j.target) not in base_passed \
+            else None
+        if twin is not None:
+            campaign.instances.setdefault(twin.id, twin)
+            twins[j.id] = _job(f"supporttwin{n}", campaign, twin.id, j.target)
+    on_base = _run([j for j in probes if (j.instance_id, j.target) not in base_passed] + list(twins.values()),
+                   campaign, options, base_env, "support", deadline)
     passed = known + [j for j in probes if j.id in on_base and on_base[j.id].status == "pass"]
+    passed += [twins[j.id] for j in probes if j.id in twins and j.id in on_base and on_base[j.id].status != "pass"
+               and on_base.get(twins[j.id].id) is not None and on_base[twins[j.id].id].status == "pass"]
     confirm = {j.id: _job(f"head{n}", campaign, j.instance_id, j.target) for n, j in enumerate(passed)}
     again = _run(list(confirm.values()), campaign, options, head_env, "support-confirm", deadline)
     found: dict[tuple[str, str], Finding] = {}
@@ -309,6 +321,26 @@ def support_removed(campaign: Campaign, options: RunOptions, base_env: dict, hea
             base={"status": "pass", "same_failure": False, "instances": [j.instance_id]},
             extra={"exception": head.symptom})
     return list(found.values())
+
+
+def _non_negative(inst):
+    """The instance with its integer inputs' negative values made non-negative (|x|, the type's minimum to 0); None
+    when it has none."""
+    import numpy as np
+    from dlci.reduce.edit import derive
+    arrays, changed = dict(inst.arrays), False
+    for key, a in inst.arrays.items():
+        if key.startswith("in:") and isinstance(a, np.ndarray) and a.dtype.kind == "i" and (a < 0).any():
+            arrays[key] = np.where(a < 0, np.abs(a), a).clip(0)
+            changed = True
+    if not changed:
+        return None
+    try:
+        twin = derive(inst, inst, arrays=arrays)
+    except ValueError:  # inputs not in the numbered form a twin is built from
+        return None
+    twin.origin.test = inst.origin.test + " (negative values made non-negative)"
+    return twin
 
 
 def relabel_support_crashes(findings: list[Finding]) -> None:
